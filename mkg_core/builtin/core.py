@@ -1,0 +1,27 @@
+"""The core's own contributions, registered as a default plugin before any installed one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..contrib import QueryTool, SchemaStatement
+from ..hookspecs import hookimpl
+from ..schema import core_statements
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+
+@hookimpl(trylast=True)
+def mkg_register_schema_statements(config: Settings) -> Iterable[SchemaStatement]:
+    """The core constraints, fulltext and vector indexes."""
+    return core_statements(config.embedding_dimensions)
+
+
+@hookimpl(trylast=True)
+def mkg_register_query_tools() -> Iterable[QueryTool]:
+    """The core's read-only Cypher tool is a query tool."""
+    return [
+        QueryTool("neo4j_read_cypher", language="cypher", description="read-only Cypher on the MKG graph")
+    ]

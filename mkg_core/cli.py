@@ -1,0 +1,117 @@
+"""The ``mkg`` command line. :func:`main` is a composition root: it builds the plugin manager."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from .errors import ConfigError, MkgError, PluginError
+from .host import PluginHost
+from .plugins import describe_plugins, make_plugin_manager
+from .settings import Settings, load_settings
+
+
+class MkgGroup(click.Group):
+    """The root group: a plugin may add commands but never silently replace one."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        name = name or cmd.name
+        if name is not None and name in self.commands and self.commands[name] is not cmd:
+            raise PluginError(f"command {name!r} registered twice")
+        super().add_command(cmd, name)
+
+
+@dataclass
+class App:
+    """What every command gets: the plugin host and lazily loaded settings."""
+
+    host: PluginHost
+    overrides: dict[str, Any] = field(default_factory=dict)
+    _settings: Settings | None = None
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(**self.overrides)
+            self.host.configure(self._settings)
+        return self._settings
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def build_cli(host: PluginHost) -> click.Group:
+    @click.group(cls=MkgGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(package_name="mkg-core", prog_name="mkg")
+    @click.option("--db-url", envvar=None, help="Neo4j URI (overrides NEO4J_URI).")
+    @click.option("--username", help="Neo4j user (overrides NEO4J_USERNAME).")
+    @click.option("--password", help="Neo4j password (overrides NEO4J_PASSWORD).")
+    @click.option("--database", help="Neo4j database (overrides NEO4J_DATABASE).")
+    @click.pass_context
+    def cli(
+        ctx: click.Context,
+        db_url: str | None,
+        username: str | None,
+        password: str | None,
+        database: str | None,
+    ) -> None:
+        """Meta Knowledge Graph: graph memory for AI coding agents, backed by Neo4j.
+
+        Settings come from CLI flags, then the environment, then the first .env file found
+        (MKG_ENV_FILE, the project's .env, ~/.config/meta-knowledge-graph/.env).
+        """
+        ctx.obj = App(
+            host,
+            overrides={
+                "neo4j_uri": db_url,
+                "neo4j_username": username,
+                "neo4j_password": password,
+                "neo4j_database": database,
+            },
+        )
+
+    from . import doctor, setup_wizard
+    from .commands import register_core_commands
+
+    register_core_commands(cli)
+    cli.add_command(setup_wizard.setup_command)
+    cli.add_command(doctor.doctor_command)
+    host.register_commands(cli)
+    return cli
+
+
+def fail(message: str) -> None:
+    """Print an error the way every command does and exit 1."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(1)
+
+
+def guarded(fn: Callable[[], None]) -> None:
+    """Run ``fn``, turning MKG errors into a one-line message and exit code 1."""
+    try:
+        fn()
+    except MkgError as exc:
+        fail(str(exc))
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        pm = make_plugin_manager()
+        host = PluginHost(pm)
+        cli = build_cli(host)
+    except (PluginError, ConfigError) as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+    cli.main(args=argv, prog_name="mkg")
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def plugins_json(host: PluginHost) -> list[dict[str, Any]]:
+    return describe_plugins(host.pm)

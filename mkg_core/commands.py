@@ -1,0 +1,157 @@
+"""The core's everyday commands: plugins, config, project, schema, seed."""
+
+from __future__ import annotations
+
+import os
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from .cli import App, guarded, pass_app, plugins_json, print_json
+from .contrib import SeedContext
+from .graph import Graph
+from .identity import resolve_project, resolve_user
+from .schema import apply_schema
+
+
+def register_core_commands(cli: click.Group) -> None:
+    for command in (plugins_command, config_command, project_command, schema_group, seed_command):
+        cli.add_command(command)
+
+
+@click.command("plugins")
+@pass_app
+def plugins_command(app: App) -> None:
+    """List loaded plugins, their versions and hooks, as JSON."""
+    print_json(plugins_json(app.host))
+
+
+@click.command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@pass_app
+def config_command(app: App, as_json: bool) -> None:
+    """Show every setting, where its value came from, and which .env file was read.
+
+    Secrets are masked.
+    """
+
+    def run() -> None:
+        settings = app.settings()
+        rows = settings.describe()
+        if as_json:
+            print_json(
+                {
+                    "env_file": str(settings.env_file) if settings.env_file else None,
+                    "settings": [{"variable": v, "value": val, "source": s} for v, val, s in rows],
+                }
+            )
+            return
+        table = Table("variable", "value", "source")
+        for row in rows:
+            table.add_row(*row)
+        console = Console()
+        console.print(table)
+        console.print(f".env file read: {settings.env_file or 'none'}")
+
+    guarded(run)
+
+
+@click.command("project")
+@click.option(
+    "--path",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Resolve for this folder instead of the current one.",
+)
+def project_command(path: str | None) -> None:
+    """Show which project and user memory is attributed to here, as JSON."""
+    project = resolve_project(fallback=path) if path else resolve_project()
+    user = resolve_user(project_root=project.root)
+    print_json(
+        {
+            "project": {
+                "id": project.id,
+                "name": project.name,
+                "root": project.root,
+                "remote": project.remote,
+                "source": project.source,
+            },
+            "user": {"id": user.id, "source": user.source},
+        }
+    )
+
+
+@click.group("schema")
+def schema_group() -> None:
+    """Create and inspect the graph schema."""
+
+
+@schema_group.command("apply")
+@click.option("--wait", default=120, show_default=True, help="Seconds to wait for indexes to come online.")
+@pass_app
+def schema_apply(app: App, wait: int) -> None:
+    """Create every constraint and index (core and plugins); safe to re-run."""
+
+    def run() -> None:
+        settings = app.settings()
+        statements = app.host.schema_statements(settings)
+        with Graph.connect(settings) as graph, _progress() as progress:
+            task = progress.add_task("schema", total=len(statements))
+
+            def advance(statement: object) -> None:
+                progress.update(task, advance=1, description=getattr(statement, "name", ""))
+
+            report = apply_schema(graph, statements, wait_seconds=wait, progress=advance)
+        state = "online" if report.online else f"not all online after {wait} s"
+        click.echo(f"Applied {len(report.applied)} schema statements; indexes {state}.")
+
+    guarded(run)
+
+
+@schema_group.command("list")
+@pass_app
+def schema_list(app: App) -> None:
+    """List the schema statements MKG and its plugins would apply."""
+
+    def run() -> None:
+        for statement in app.host.schema_statements(app.settings()):
+            click.echo(f"{statement.name}\t{statement.kind}\t{statement.cypher}")
+
+    guarded(run)
+
+
+@click.command("seed")
+@click.argument("name", required=False)
+@pass_app
+def seed_command(app: App, name: str | None) -> None:
+    """Run the seeder NAME (without NAME: list the installed seeders)."""
+
+    def run() -> None:
+        settings = app.settings()
+        seeders = app.host.seeders(settings)
+        if name is None:
+            if not seeders:
+                click.echo("No seeders are installed.")
+            for seeder in seeders.values():
+                click.echo(f"{seeder.name}\t{seeder.description}")
+            return
+        if name not in seeders:
+            known = ", ".join(sorted(seeders)) or "none"
+            raise click.UsageError(f"unknown seeder {name!r} (installed: {known})")
+        with Graph.connect(settings) as graph:
+            seeders[name].run(SeedContext(graph=graph, settings=settings, progress=click.echo))
+
+    guarded(run)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description:<32}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        transient=True,
+        disable=not os.isatty(2),
+        console=Console(stderr=True),
+    )

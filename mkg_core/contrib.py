@@ -1,0 +1,181 @@
+"""What plugins contribute: frozen, self-validating objects and small base classes.
+
+Hooks only discover these; the host drives them. They carry no SDK types (the MCP server turns
+a :class:`ToolSpec` into an SDK tool in one module), so plugins never depend on the server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .errors import PluginError
+
+if TYPE_CHECKING:
+    from .events import HookEvent
+    from .graph import Graph
+    from .identity import ProjectRef
+    from .settings import Settings
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+_TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+def _check_name(kind: str, name: str, pattern: re.Pattern[str] = _NAME_RE) -> None:
+    if not isinstance(name, str) or not pattern.match(name):
+        raise PluginError(
+            f"{kind} name {name!r} is invalid: use lowercase letters, digits, '_' or '-', "
+            "starting with a letter (at most 64 characters)"
+        )
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool: a plain function plus what the agent is told about it."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    read_only: bool = True
+
+    def __post_init__(self) -> None:
+        _check_name("tool", self.name, _TOOL_NAME_RE)
+        if not callable(self.fn):
+            raise PluginError(f"tool {self.name!r}: fn must be callable")
+        if not self.description.strip():
+            raise PluginError(f"tool {self.name!r}: a description is required")
+
+
+@dataclass(frozen=True)
+class ToolGroup:
+    """A named set of MCP tools, mounted only when ``enabled(settings)`` is true."""
+
+    name: str
+    tools: tuple[ToolSpec, ...]
+    description: str = ""
+    enabled: Callable[[Settings], bool] | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("tool group", self.name)
+        object.__setattr__(self, "tools", tuple(self.tools))
+        for tool in self.tools:
+            if not isinstance(tool, ToolSpec):
+                raise PluginError(f"tool group {self.name!r}: {tool!r} is not a ToolSpec")
+        names = [tool.name for tool in self.tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise PluginError(f"tool group {self.name!r} lists tool {duplicates[0]!r} twice")
+
+    def is_enabled(self, settings: Settings) -> bool:
+        return True if self.enabled is None else bool(self.enabled(settings))
+
+
+@dataclass(frozen=True)
+class QueryTool:
+    """A tool whose failed or suspicious results are captured as query failures.
+
+    Matched on the harness-independent ``tool_key`` (see :func:`mkg_core.events.tool_key`).
+    """
+
+    tool_key: str
+    language: str = "cypher"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        _check_name("query tool", self.tool_key, _TOOL_NAME_RE)
+
+
+@dataclass(frozen=True)
+class SchemaStatement:
+    """One idempotent schema statement (``... IF NOT EXISTS``), applied by ``mkg schema apply``."""
+
+    name: str
+    cypher: str
+    kind: str = "index"
+
+    KINDS: ClassVar[frozenset[str]] = frozenset({"constraint", "index", "fulltext", "vector"})
+
+    def __post_init__(self) -> None:
+        _check_name("schema statement", self.name)
+        if self.kind not in self.KINDS:
+            raise PluginError(f"schema statement {self.name!r}: kind must be one of {sorted(self.KINDS)}")
+        if "IF NOT EXISTS" not in self.cypher.upper():
+            raise PluginError(f"schema statement {self.name!r} must be idempotent (use IF NOT EXISTS)")
+
+
+@dataclass(frozen=True)
+class SeedContext:
+    """What a seeder gets: the graph, the settings and a progress callback."""
+
+    graph: Graph
+    settings: Settings
+    progress: Callable[[str], None] = field(default=lambda message: None)
+
+
+@dataclass(frozen=True)
+class Seeder:
+    """A named, idempotent data loader run by ``mkg seed NAME``."""
+
+    name: str
+    description: str
+    run: Callable[[SeedContext], object]
+    requires: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name("seeder", self.name)
+        if not callable(self.run):
+            raise PluginError(f"seeder {self.name!r}: run must be callable")
+        object.__setattr__(self, "requires", tuple(self.requires))
+
+
+@dataclass(frozen=True)
+class CaptureContext:
+    """What a capture handler gets besides the event."""
+
+    graph: Graph
+    settings: Settings
+    project: ProjectRef | None = None
+
+
+class CaptureHandler:
+    """Ingests events into the graph. Subclass it, set ``name``, override ``matches`` and ``handle``.
+
+    The host calls each matching handler in turn; an exception in one is logged with its name and
+    never stops the others.
+    """
+
+    name: ClassVar[str] = ""
+    #: Canonical event names this handler wants; empty means every event.
+    events: ClassVar[frozenset[str]] = frozenset()
+
+    def matches(self, event: HookEvent) -> bool:
+        return not self.events or event.event in self.events
+
+    def handle(self, event: HookEvent, context: CaptureContext) -> None:
+        raise NotImplementedError
+
+
+class Embedder:
+    """Turns texts into vectors. Subclass it, set ``name``, implement ``embed``."""
+
+    name: ClassVar[str] = ""
+    dimensions: int = 0
+
+    def is_available(self) -> bool:
+        """True when the embedder can run now (model configured, key present)."""
+        return True
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise NotImplementedError
+
+
+def check_named(kind: str, obj: object, expected: type) -> None:
+    """Fail loudly when a contribution is not of the expected type or has no valid name."""
+    if not isinstance(obj, expected):
+        raise PluginError(f"{kind} contribution {obj!r} is not a {expected.__name__}")
+    name = getattr(obj, "name", "")
+    if not name:
+        raise PluginError(f"{kind} {type(obj).__name__} has no name")
+    _check_name(kind, name)

@@ -1,0 +1,257 @@
+"""``mkg doctor``: check configuration, Neo4j, schema, LLM and embeddings, and say what to fix."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import stat
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .errors import MkgError
+from .graph import Graph
+from .plugins import describe_plugins
+from .schema import vector_dimension_mismatches
+from .settings import Settings, secret
+
+if TYPE_CHECKING:
+    from .cli import App
+    from .host import PluginHost
+
+#: The oldest Neo4j with the SEARCH clause and vector filter properties (Cypher 25).
+MIN_NEO4J = (2026, 1)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def check_config(settings: Settings) -> list[Check]:
+    env_file = settings.env_file
+    if env_file is None:
+        return [
+            Check(
+                "config",
+                "warn",
+                "no .env file found; using the environment and defaults",
+                "run `mkg setup` to write ~/.config/meta-knowledge-graph/.env",
+            )
+        ]
+    mode = stat.S_IMODE(env_file.stat().st_mode)
+    if mode & 0o077:
+        return [
+            Check(
+                "config", "warn", f"{env_file} is readable by others (mode {mode:o})", f"chmod 600 {env_file}"
+            )
+        ]
+    return [Check("config", "ok", f"settings from {env_file}")]
+
+
+def check_plugins(host: PluginHost, settings: Settings) -> list[Check]:
+    try:
+        rows = describe_plugins(host.pm)
+        adapters = sorted({a.name for a in host.harness_adapters().values()})
+        host.schema_statements(settings)
+        host.tool_groups(settings)
+    except MkgError as exc:
+        return [Check("plugins", "fail", str(exc), "uninstall or fix the plugin named above")]
+    external = [r["name"] for r in rows if not r.get("builtin")]
+    checks = [Check("plugins", "ok", f"loaded: {', '.join(external) or 'built-ins only'}")]
+    if not adapters:
+        checks.append(
+            Check(
+                "harness",
+                "warn",
+                "no harness adapter installed",
+                "pip install mkg-claude (Claude Code) or mkg-codex (Codex)",
+            )
+        )
+    else:
+        checks.append(Check("harness", "ok", f"adapters: {', '.join(adapters)}"))
+    return checks
+
+
+def parse_version(agent: str) -> tuple[int, ...]:
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", agent)
+    return tuple(int(part) for part in match.groups() if part is not None) if match else ()
+
+
+def check_graph(host: PluginHost, settings: Settings) -> list[Check]:
+    graph = Graph.connect(settings)
+    try:
+        try:
+            agent = graph.verify()
+        except MkgError as exc:
+            return [
+                Check(
+                    "neo4j",
+                    "fail",
+                    str(exc),
+                    "start Neo4j (devtools/neo4j/neo4j-dev start) or fix NEO4J_URI / credentials",
+                )
+            ]
+        version = parse_version(agent)
+        checks = []
+        if version[:2] < MIN_NEO4J:
+            checks.append(
+                Check(
+                    "neo4j",
+                    "warn",
+                    f"{agent} at {settings.neo4j_uri}: vector search with filters "
+                    "needs Neo4j 2026.01 or newer",
+                    "upgrade Neo4j",
+                )
+            )
+        else:
+            checks.append(
+                Check("neo4j", "ok", f"{agent} at {settings.neo4j_uri}, database {settings.neo4j_database}")
+            )
+        checks += _check_schema(graph, host, settings)
+        return checks
+    finally:
+        graph.close()
+
+
+def _check_schema(graph: Graph, host: PluginHost, settings: Settings) -> list[Check]:
+    expected = {s.name for s in host.schema_statements(settings)}
+    rows = graph.read("SHOW INDEXES YIELD name, state RETURN name, state")
+    rows += graph.read("SHOW CONSTRAINTS YIELD name RETURN name, 'ONLINE' AS state")
+    present = {row["name"]: row["state"] for row in rows}
+    missing = sorted(expected - set(present))
+    offline = sorted(name for name in expected & set(present) if present[name] != "ONLINE")
+    checks = []
+    if missing:
+        checks.append(
+            Check(
+                "schema",
+                "fail",
+                f"{len(missing)} missing: {', '.join(missing[:6])}" + (" ..." if len(missing) > 6 else ""),
+                "run `mkg schema apply`",
+            )
+        )
+    elif offline:
+        checks.append(Check("schema", "warn", f"not online yet: {', '.join(offline)}", "wait, then re-run"))
+    else:
+        checks.append(Check("schema", "ok", f"{len(expected)} constraints and indexes online"))
+    mismatches = vector_dimension_mismatches(graph, settings.embedding_dimensions)
+    if mismatches:
+        checks.append(
+            Check(
+                "vector dimensions",
+                "fail",
+                "; ".join(mismatches),
+                "drop those indexes and run `mkg schema apply`, then re-embed, "
+                "or set EMBEDDING_DIMENSIONS back",
+            )
+        )
+    return checks
+
+
+PROVIDER_KEYS = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+    "gemini": ("GEMINI_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "openai": ("OPENAI_API_KEY",),
+}
+
+
+def provider_of(model: str) -> str:
+    prefix = model.split("/", 1)[0].lower() if "/" in model else ""
+    if prefix in PROVIDER_KEYS:
+        return prefix
+    if model.lower().startswith("claude"):
+        return "anthropic"
+    if model.lower().startswith("gemini"):
+        return "gemini"
+    return prefix or "openai"
+
+
+def _has_key(settings: Settings, variable: str) -> bool:
+    value = getattr(settings, variable.lower(), None)
+    return bool(secret(value)) if value is not None and not isinstance(value, str) else bool(value)
+
+
+def check_llm(host: PluginHost, settings: Settings) -> list[Check]:
+    checks = []
+    model = settings.resolved_llm_model()
+    provider = provider_of(model)
+    keys = PROVIDER_KEYS.get(provider, ())
+    if settings.llm_backend == "claude_cli":
+        checks.append(Check("llm", "ok", "backend claude_cli (`claude -p`)"))
+    elif keys and not any(_has_key(settings, key) for key in keys):
+        checks.append(
+            Check(
+                "llm",
+                "warn",
+                f"model {model} needs one of {', '.join(keys)}",
+                "set one with `mkg setup`, or choose another LLM_MODEL",
+            )
+        )
+    else:
+        checks.append(Check("llm", "ok", f"model {model} ({provider}), key present"))
+    if importlib.util.find_spec("litellm") is None and settings.llm_backend != "claude_cli":
+        checks.append(
+            Check(
+                "llm client",
+                "warn",
+                "litellm is not installed, so no LLM call can be made",
+                "pip install 'litellm!=1.82.7,!=1.82.8,!=1.107.*'",
+            )
+        )
+    embedders = host.embedders(settings)
+    available = [name for name, e in embedders.items() if e.is_available()]
+    if available:
+        checks.append(Check("embeddings", "ok", f"embedders available: {', '.join(available)}"))
+    else:
+        checks.append(
+            Check(
+                "embeddings",
+                "warn",
+                "no embedder available: recall uses fulltext only",
+                f"install an embedder plugin and configure EMBEDDING_MODEL ({settings.embedding_model})",
+            )
+        )
+    return checks
+
+
+def run_checks(host: PluginHost, settings: Settings) -> list[Check]:
+    checks = check_config(settings)
+    checks += check_plugins(host, settings)
+    checks += check_graph(host, settings)
+    checks += check_llm(host, settings)
+    return checks
+
+
+STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
+
+
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.pass_obj
+def doctor_command(app: App, as_json: bool) -> None:
+    """Check settings, Neo4j, schema, LLM and embeddings; exit 1 when something must be fixed."""
+    try:
+        settings = app.settings()
+    except MkgError as exc:
+        checks = [Check("config", "fail", str(exc), "fix the variable named above (see `mkg config`)")]
+    else:
+        checks = run_checks(app.host, settings)
+    if as_json:
+        import json
+
+        click.echo(json.dumps([asdict(c) for c in checks], indent=2))
+    else:
+        table = Table("check", "status", "detail", "fix")
+        for c in checks:
+            table.add_row(c.name, f"[{STATUS_STYLE[c.status]}]{c.status}[/]", c.detail, c.fix)
+        Console().print(table)
+    if any(c.status == "fail" for c in checks):
+        raise SystemExit(1)

@@ -1,0 +1,127 @@
+"""Where MKG's files live, and which ``.env`` file is read. Standard library only.
+
+One resolution for the hook, the worker, the MCP server and the CLI. The first existing file
+wins, and only that one is read:
+
+1. ``$MKG_ENV_FILE``
+2. ``<project root>/.env`` (a repository checkout or the demo)
+3. ``<config dir>/.env``, where the config dir is ``$MKG_CONFIG_DIR``, else
+   ``$XDG_CONFIG_HOME/meta-knowledge-graph``, else ``~/.config/meta-knowledge-graph``.
+
+Precedence of values: explicit arguments (CLI flags) > the process environment > that file >
+built-in defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+APP_DIR_NAME = "meta-knowledge-graph"
+
+
+def _home(environ: Mapping[str, str]) -> Path:
+    home = environ.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def config_dir(environ: Mapping[str, str]) -> Path:
+    """The user's MKG config folder (it holds the user-global ``.env``)."""
+    explicit = environ.get("MKG_CONFIG_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = environ.get("XDG_CONFIG_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / APP_DIR_NAME
+    return _home(environ) / ".config" / APP_DIR_NAME
+
+
+def state_dir(environ: Mapping[str, str]) -> Path:
+    """The user's MKG state folder (spool, worker socket, logs)."""
+    explicit = environ.get("MKG_STATE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = environ.get("XDG_STATE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / APP_DIR_NAME
+    return _home(environ) / ".local" / "state" / APP_DIR_NAME
+
+
+def user_env_file(environ: Mapping[str, str]) -> Path:
+    """The user-global ``.env`` that ``mkg setup`` writes."""
+    return config_dir(environ) / ".env"
+
+
+def env_file_candidates(
+    environ: Mapping[str, str], project_root: str | os.PathLike[str] | None
+) -> list[tuple[str, Path]]:
+    """The ``.env`` files in the order they are tried, each with a label."""
+    candidates: list[tuple[str, Path]] = []
+    explicit = environ.get("MKG_ENV_FILE")
+    if explicit:
+        candidates.append(("MKG_ENV_FILE", Path(explicit).expanduser()))
+    if project_root:
+        candidates.append(("project", Path(project_root) / ".env"))
+    candidates.append(("user", user_env_file(environ)))
+    return candidates
+
+
+def resolve_env_file(environ: Mapping[str, str], project_root: str | os.PathLike[str] | None) -> Path | None:
+    """The first candidate that exists, or None."""
+    for _label, path in env_file_candidates(environ, project_root):
+        if path.is_file():
+            return path
+    return None
+
+
+def parse_env_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read ``KEY=value`` lines.
+
+    Blank lines and ``#`` comments are skipped, a leading ``export`` is allowed, values may be
+    quoted with ``'`` or ``"``, and an unquoted value ends at `` #`` (an inline comment).
+    An unreadable file reads as empty.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    return parse_env_text(text)
+
+
+def parse_env_text(text: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, _, value = line.partition("=")
+        key = key.strip()
+        if not key or not key.replace("_", "").isalnum():
+            continue
+        values[key] = _unquote(value.strip())
+    return values
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    if value and value[0] in "'\"":
+        closing = value.find(value[0], 1)
+        if closing > 0:
+            return value[1:closing]
+    comment = value.find(" #")
+    if comment >= 0:
+        value = value[:comment]
+    return value.strip()
+
+
+def format_env_line(key: str, value: str) -> str:
+    """One ``KEY=value`` line that :func:`parse_env_text` reads back unchanged."""
+    if value == "" or any(ch in value for ch in " #'\"\t") or value != value.strip():
+        if "'" not in value:
+            return f"{key}='{value}'"
+        return f'{key}="{value}"'
+    return f"{key}={value}"

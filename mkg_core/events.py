@@ -1,0 +1,179 @@
+"""The normalized hook event every harness adapter produces.
+
+Standard library only: the hook fast path imports this module.
+
+Harnesses differ in how they name events, spell MCP tool names and report failures. Adapters
+(contributed by harness packages) translate a raw payload into one :class:`HookEvent`, so the
+worker, the capture handlers and recall never look at harness-specific shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+#: Every lifecycle event MKG knows, in the order a session usually sees them.
+EVENT_NAMES: tuple[str, ...] = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Notification",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
+    "Stop",
+    "SessionEnd",
+)
+
+#: Events whose hook must answer the harness (recall injects memory into them).
+ANSWERING_EVENTS: frozenset[str] = frozenset({"SessionStart", "UserPromptSubmit"})
+
+_BY_LOWER = {name.lower(): name for name in EVENT_NAMES}
+_EVENT_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+
+
+def canonical_event_name(name: str) -> str | None:
+    """Return the canonical spelling of an event name, or None when it is not a plausible name.
+
+    Known events match case-insensitively (``sessionstart`` -> ``SessionStart``); an unknown but
+    well-formed name (a harness may add events) is kept as given.
+    """
+    name = name.strip()
+    if not _EVENT_NAME_RE.match(name):
+        return None
+    return _BY_LOWER.get(name.lower(), name)
+
+
+def tool_key(tool_name: str | None) -> str | None:
+    """Reduce a harness tool name to the harness-independent tool key.
+
+    MCP tools are spelt differently by every harness and install mode
+    (``mcp__meta-knowledge-graph__neo4j_read_cypher``,
+    ``mcp__plugin_meta-knowledge-graph_meta-knowledge-graph__neo4j_read_cypher``,
+    ``mcp__meta_knowledge_graph__neo4j_read_cypher``); all map to the part after the last ``__``.
+    Built-in tools (``Bash``, ``Edit``) keep their name.
+    """
+    if tool_name is None:
+        return None
+    name = tool_name.strip()
+    if not name:
+        return None
+    if name[:5].lower() == "mcp__":
+        rest = name[5:]
+        if "__" in rest:
+            return rest.rsplit("__", 1)[1] or None
+    return name
+
+
+def is_error_response(value: Any) -> bool:
+    """True for an MCP tool result (dict, or JSON text of one) whose ``isError`` is exactly true."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return False
+    return isinstance(value, Mapping) and value.get("isError") is True
+
+
+def response_text(value: Any, limit: int = 2000) -> str:
+    """The human-readable text inside a tool response or error, whitespace collapsed, bounded.
+
+    Accepts strings (JSON text is decoded), MCP content blocks, and nested ``text`` / ``error`` /
+    ``message`` / ``content`` / ``result`` shapes.
+    """
+    parts: list[str] = []
+    _collect_text(value, parts, depth=0)
+    text = " ".join(" ".join(parts).split())
+    if len(text) > limit:
+        text = text[: max(limit - 3, 0)] + "..."
+    return text
+
+
+def _collect_text(value: Any, parts: list[str], depth: int) -> None:
+    if depth > 8 or value is None:
+        return
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in ("{", "["):
+            try:
+                decoded = json.loads(stripped)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, (dict, list)):
+                _collect_text(decoded, parts, depth + 1)
+                return
+        if stripped:
+            parts.append(stripped)
+        return
+    if isinstance(value, Mapping):
+        for key in ("text", "error", "message"):
+            item = value.get(key)
+            if isinstance(item, str) and item.strip():
+                parts.append(item.strip())
+                return
+        for key in ("content", "result", "structuredContent"):
+            if key in value:
+                _collect_text(value[key], parts, depth + 1)
+                return
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _collect_text(item, parts, depth + 1)
+        return
+    parts.append(str(value))
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    """One lifecycle event, the same shape whichever harness sent it.
+
+    ``event`` is canonical: a Claude Code ``PostToolUseFailure`` becomes ``PostToolUse`` with
+    ``source_event='PostToolUseFailure'`` and ``is_error=True``, so both harnesses converge.
+    ``agent_kind`` is ``'subagent'`` when the event came from inside a subagent; then
+    ``agent_id`` names it and ``session_id`` is the parent session the harness reported.
+    """
+
+    harness: str
+    event: str
+    session_id: str
+    source_event: str
+    cwd: str | None = None
+    transcript_path: str | None = None
+    source: str | None = None
+    prompt: str | None = None
+    turn_id: str | None = None
+    model: str | None = None
+    tool_name: str | None = None
+    tool_key: str | None = None
+    tool_use_id: str | None = None
+    tool_input: Any = None
+    tool_response: Any = None
+    is_error: bool = False
+    error: str | None = None
+    is_interrupt: bool = False
+    agent_kind: str = "main"
+    agent_id: str | None = None
+    agent_type: str | None = None
+    parent_session_id: str | None = None
+    spawned_agent_id: str | None = None
+    last_assistant_message: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "raw", MappingProxyType(dict(self.raw)))
+
+    @property
+    def is_subagent(self) -> bool:
+        return self.agent_kind == "subagent"
+
+    def summary(self) -> dict[str, Any]:
+        """The event's fields without the raw payload, for logs and tests."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "raw"}

@@ -1,0 +1,153 @@
+"""The graph schema: the core's constraints and indexes, and applying everyone's idempotently.
+
+Plugins contribute their own statements through ``mkg_register_schema_statements``; the core's
+are contributed the same way by the built-in plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from neo4j.exceptions import ClientError
+
+from .contrib import SchemaStatement
+from .errors import MkgError
+from .graph import Graph
+
+#: Labels whose nodes are keyed by one unique property.
+UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
+    ("Project", "id"),
+    ("User", "id"),
+    ("Session", "session_id"),
+    ("SessionEvent", "event_id"),
+    ("Learning", "id"),
+    ("Observation", "id"),
+    ("ProjectProcessing", "id"),
+    ("SystemPrompt", "name"),
+    ("SystemPromptVersion", "id"),
+    ("SystemPromptInjection", "injection_id"),
+)
+
+#: Vector indexes and the properties their SEARCH filters may use.
+VECTOR_FILTERS = ("project_id", "scope", "status")
+
+
+def _snake(label: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in label).lstrip("_")
+
+
+def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
+    """The core's schema for the given embedding dimension."""
+    statements = [
+        SchemaStatement(
+            f"{_snake(label)}_{prop}_unique",
+            f"CREATE CONSTRAINT {_snake(label)}_{prop}_unique IF NOT EXISTS "
+            f"FOR (n:{label}) REQUIRE n.{prop} IS UNIQUE",
+            kind="constraint",
+        )
+        for label, prop in UNIQUE_KEYS
+    ]
+    statements += [
+        SchemaStatement(
+            "learning_user_id",
+            "CREATE INDEX learning_user_id IF NOT EXISTS FOR (n:Learning) ON (n.user_id)",
+        ),
+        SchemaStatement(
+            "session_user_id",
+            "CREATE INDEX session_user_id IF NOT EXISTS FOR (n:Session) ON (n.user_id)",
+        ),
+        SchemaStatement(
+            "learning_project_status",
+            "CREATE INDEX learning_project_status IF NOT EXISTS FOR (n:Learning) ON (n.project_id, n.status)",
+        ),
+        SchemaStatement(
+            "project_learning_fulltext",
+            "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS "
+            "FOR (n:Learning) ON EACH [n.text, n.summary, n.task_pattern]",
+            kind="fulltext",
+        ),
+        SchemaStatement(
+            "project_observation_fulltext",
+            "CREATE FULLTEXT INDEX project_observation_fulltext IF NOT EXISTS "
+            "FOR (n:Observation) ON EACH [n.title, n.narrative]",
+            kind="fulltext",
+        ),
+    ]
+    statements += [
+        vector_index(name, label, embedding_dimensions)
+        for name, label in (
+            ("project_learning_vector", "Learning"),
+            ("project_observation_vector", "Observation"),
+        )
+    ]
+    return statements
+
+
+def vector_index(
+    name: str, label: str, dimensions: int, filters: Iterable[str] = VECTOR_FILTERS
+) -> SchemaStatement:
+    """A cosine vector index on ``embedding`` whose SEARCH filters may use ``filters``."""
+    with_list = ", ".join(f"n.{prop}" for prop in filters)
+    return SchemaStatement(
+        name,
+        f"CREATE VECTOR INDEX {name} IF NOT EXISTS FOR (n:{label}) ON n.embedding "
+        f"WITH [{with_list}] "
+        f"OPTIONS {{indexConfig: {{`vector.dimensions`: {int(dimensions)}, "
+        "`vector.similarity_function`: 'cosine'}}",
+        kind="vector",
+    )
+
+
+class SchemaError(MkgError):
+    """A schema statement failed."""
+
+
+@dataclass(frozen=True)
+class SchemaReport:
+    applied: tuple[str, ...]
+    online: bool
+    vector_mismatches: tuple[str, ...] = ()
+
+
+AWAIT_INDEXES = "CALL db.awaitIndexes($seconds)"
+SHOW_VECTOR_DIMENSIONS = (
+    "SHOW VECTOR INDEXES YIELD name, options "
+    "RETURN name, options.indexConfig['vector.dimensions'] AS dimensions"
+)
+
+
+def apply_schema(
+    graph: Graph,
+    statements: Iterable[SchemaStatement],
+    *,
+    wait_seconds: int = 120,
+    progress: Callable[[SchemaStatement], None] | None = None,
+) -> SchemaReport:
+    """Run every statement (each is idempotent), then wait for the indexes to come online."""
+    applied = []
+    for statement in statements:
+        if progress is not None:
+            progress(statement)
+        try:
+            graph.run_autocommit(statement.cypher)
+        except ClientError as exc:
+            raise SchemaError(f"schema statement {statement.name!r} failed: {exc.message}") from exc
+        applied.append(statement.name)
+    online = True
+    try:
+        graph.run_autocommit(AWAIT_INDEXES, {"seconds": wait_seconds})
+    except ClientError:
+        online = False
+    return SchemaReport(applied=tuple(applied), online=online)
+
+
+def vector_dimension_mismatches(graph: Graph, expected: int) -> list[str]:
+    """Vector indexes whose dimension differs from ``EMBEDDING_DIMENSIONS``, as readable lines."""
+    rows: list[dict[str, Any]] = graph.read(SHOW_VECTOR_DIMENSIONS)
+    return [
+        f"{row['name']} has {row['dimensions']} dimensions, EMBEDDING_DIMENSIONS is {expected}"
+        for row in rows
+        if row["dimensions"] is not None and int(row["dimensions"]) != expected
+    ]

@@ -1,0 +1,281 @@
+"""Settings: every variable MKG reads, with its default, resolved one way everywhere.
+
+Precedence, highest first: explicit arguments (CLI flags) > the process environment > the one
+``.env`` file :mod:`mkg_core.envfiles` resolves > defaults. A blank value counts as unset.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from . import envfiles
+from .errors import ConfigError
+
+
+class Settings(BaseSettings):
+    """MKG's configuration. Field docs are the configuration table in ``docs/configuration.md``."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    # Neo4j
+    neo4j_uri: str = Field("bolt://localhost:7687", validation_alias="NEO4J_URI")
+    neo4j_username: str = Field("neo4j", validation_alias="NEO4J_USERNAME")
+    neo4j_password: SecretStr = Field(SecretStr("password"), validation_alias="NEO4J_PASSWORD")
+    neo4j_database: str = Field("neo4j", validation_alias="NEO4J_DATABASE")
+    neo4j_transport: Literal["stdio", "http", "streamable-http", "sse"] = Field(
+        "stdio", validation_alias="NEO4J_TRANSPORT"
+    )
+
+    # LLM
+    llm_model: str | None = Field(None, validation_alias="LLM_MODEL")
+    default_llm_model: str | None = Field(None, validation_alias="MKG_DEFAULT_LLM_MODEL")
+    llm_backend: Literal["auto", "litellm", "claude_cli"] = Field("auto", validation_alias="MKG_LLM_BACKEND")
+    claude_cli_model: str | None = Field(None, validation_alias="MKG_CLAUDE_CLI_MODEL")
+    claude_cli_timeout: float = Field(300.0, gt=0, validation_alias="MKG_CLAUDE_CLI_TIMEOUT")
+    llm_num_retries: int = Field(3, ge=0, validation_alias="MKG_LLM_NUM_RETRIES")
+    openai_api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")
+    anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
+    anthropic_auth_token: SecretStr | None = Field(None, validation_alias="ANTHROPIC_AUTH_TOKEN")
+    anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
+    gemini_api_key: SecretStr | None = Field(None, validation_alias="GEMINI_API_KEY")
+    openrouter_api_key: SecretStr | None = Field(None, validation_alias="OPENROUTER_API_KEY")
+    claude_code_oauth_token: SecretStr | None = Field(None, validation_alias="CLAUDE_CODE_OAUTH_TOKEN")
+
+    # Embeddings
+    embedding_model: str = Field("text-embedding-3-small", validation_alias="EMBEDDING_MODEL")
+    embedding_dimensions: int = Field(1536, ge=1, le=4096, validation_alias="EMBEDDING_DIMENSIONS")
+
+    # Memory quality
+    consistency_gate: bool = Field(True, validation_alias="MKG_CONSISTENCY_GATE")
+    consistency_topk: int = Field(15, ge=1, validation_alias="MKG_CONSISTENCY_TOPK")
+    consistency_sweep_limit: int = Field(8, ge=0, validation_alias="MKG_CONSISTENCY_SWEEP_LIMIT")
+    prompt_consolidation_threshold: int = Field(
+        5, ge=0, validation_alias="MKG_PROMPT_CONSOLIDATION_THRESHOLD"
+    )
+    prompt_consolidation_interval_hours: float = Field(
+        24.0, ge=0, validation_alias="MKG_PROMPT_CONSOLIDATION_INTERVAL_HOURS"
+    )
+    query_error_consolidation_threshold: int = Field(
+        1, ge=0, validation_alias="MKG_QUERY_ERROR_CONSOLIDATION_THRESHOLD"
+    )
+    query_error_consolidation_interval_hours: float = Field(
+        6.0, ge=0, validation_alias="MKG_QUERY_ERROR_CONSOLIDATION_INTERVAL_HOURS"
+    )
+
+    # Providers
+    diffbot_token: SecretStr | None = Field(None, validation_alias="DIFFBOT_TOKEN")
+    gcp_project_id: str | None = Field(None, validation_alias="GCP_PROJECT_ID")
+    bigquery_dataset_id: str | None = Field(None, validation_alias="BIGQUERY_DATASET_ID")
+    bigquery_mcp_url: str | None = Field(None, validation_alias="BIGQUERY_MCP_URL")
+    bigquery_mcp_auth: SecretStr | None = Field(None, validation_alias="BIGQUERY_MCP_AUTH")
+    bigquery_mcp_headers: SecretStr | None = Field(None, validation_alias="BIGQUERY_MCP_HEADERS")
+    bigquery_region: str = Field("US", validation_alias="BIGQUERY_REGION")
+    gcp_billing_project_id: str | None = Field(None, validation_alias="GCP_BILLING_PROJECT_ID")
+    gcp_service_account_json: SecretStr | None = Field(None, validation_alias="GCP_SERVICE_ACCOUNT_JSON")
+    google_application_credentials: str | None = Field(
+        None, validation_alias="GOOGLE_APPLICATION_CREDENTIALS"
+    )
+
+    # Identity
+    project_id: str | None = Field(None, validation_alias="MKG_PROJECT_ID")
+    project_root: str | None = Field(None, validation_alias="MKG_PROJECT_ROOT")
+    user_id: str | None = Field(None, validation_alias="MKG_USER_ID")
+    client: str | None = Field(None, validation_alias="MKG_CLIENT")
+
+    _env_file: Path | None = PrivateAttr(default=None)
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        layers = _LAYERS.get() or _Layers.for_process()
+        return (
+            init_settings,
+            _MappingSource(settings_cls, layers.environ),
+            _MappingSource(settings_cls, layers.file_values),
+        )
+
+    # -- what was loaded, and from where --------------------------------------------------------
+
+    @property
+    def env_file(self) -> Path | None:
+        """The ``.env`` file that was read, if any."""
+        return self._env_file
+
+    def source_of(self, name: str) -> str:
+        """Where a field's value came from: ``argument``, ``environment``, the file path, or ``default``."""
+        return self._sources.get(name, "default")
+
+    def resolved_llm_model(self, client: str | None = None) -> str:
+        """``LLM_MODEL`` > ``MKG_DEFAULT_LLM_MODEL`` > the client-aware default."""
+        if self.llm_model:
+            return self.llm_model
+        if self.default_llm_model:
+            return self.default_llm_model
+        hint = (client or self.client or "").lower()
+        return "anthropic/claude-haiku-4-5" if hint.startswith("claude") else "gpt-5.4-mini"
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(variable, value with secrets masked, source) for every setting, for ``mkg config``."""
+        rows = []
+        for name, info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                shown = mask(value.get_secret_value())
+            elif value is None:
+                shown = ""
+            else:
+                shown = str(value)
+            rows.append((env_name(info, name), shown, self.source_of(name)))
+        return rows
+
+
+def env_name(info: FieldInfo, name: str) -> str:
+    alias = info.validation_alias
+    if isinstance(alias, str):
+        return alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return name.upper()
+
+
+def mask(secret: str) -> str:
+    if not secret:
+        return ""
+    if len(secret) <= 8:
+        return "****"
+    return f"{secret[:4]}…{secret[-2:]} ({len(secret)} chars)"
+
+
+def secret(value: SecretStr | None) -> str | None:
+    """A secret's text, or None when unset or blank."""
+    if value is None:
+        return None
+    text = value.get_secret_value()
+    return text or None
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Layers:
+    environ: Mapping[str, str]
+    file_values: Mapping[str, str] = field(default_factory=dict)
+    env_file: Path | None = None
+
+    @classmethod
+    def for_process(cls) -> _Layers:
+        return _resolve_layers(os.environ, None)
+
+
+_LAYERS: ContextVar[_Layers | None] = ContextVar("mkg_settings_layers", default=None)
+
+
+class _MappingSource(PydanticBaseSettingsSource):
+    """Values from a plain mapping of variable names (the environment, or a parsed ``.env``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self._data = {key.upper(): value for key, value in data.items()}
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        alias = field.validation_alias
+        names = alias.choices if isinstance(alias, AliasChoices) else [alias or field_name]
+        for candidate in names:
+            value = self._data.get(str(candidate).upper())
+            if value is not None and value.strip() != "":
+                return value.strip(), field_name, False
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name, info in self.settings_cls.model_fields.items():
+            value, _, _ = self.get_field_value(info, name)
+            if value is not None:
+                values[name] = value
+        return values
+
+
+def _resolve_layers(environ: Mapping[str, str], project_root: str | os.PathLike[str] | None) -> _Layers:
+    if project_root is None:
+        from .identity import git_root
+
+        cwd = os.getcwd()
+        project_root = environ.get("MKG_PROJECT_ROOT") or git_root(cwd) or cwd
+    env_file = envfiles.resolve_env_file(environ, project_root)
+    file_values = envfiles.parse_env_file(env_file) if env_file else {}
+    return _Layers(environ=dict(environ), file_values=file_values, env_file=env_file)
+
+
+@contextmanager
+def _layers(layers: _Layers) -> Iterator[None]:
+    token = _LAYERS.set(layers)
+    try:
+        yield
+    finally:
+        _LAYERS.reset(token)
+
+
+def load_settings(
+    *,
+    environ: Mapping[str, str] | None = None,
+    project_root: str | os.PathLike[str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Load settings the one way hooks, worker, MCP server and CLI all use.
+
+    ``overrides`` are explicit values by field name (CLI flags); None values are ignored.
+    Raises :class:`ConfigError` naming the variable when a value is invalid.
+    """
+    layers = _resolve_layers(os.environ if environ is None else environ, project_root)
+    explicit = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        with _layers(layers):
+            settings = Settings(**explicit)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, layers)) from None
+    settings._env_file = layers.env_file
+    settings._sources = _sources(explicit, layers)
+    return settings
+
+
+def _sources(explicit: Mapping[str, Any], layers: _Layers) -> dict[str, str]:
+    env_source = _MappingSource(Settings, layers.environ)()
+    file_source = _MappingSource(Settings, layers.file_values)()
+    sources: dict[str, str] = {}
+    for name in Settings.model_fields:
+        if name in explicit:
+            sources[name] = "argument"
+        elif name in env_source:
+            sources[name] = "environment"
+        elif name in file_source:
+            sources[name] = str(layers.env_file)
+    return sources
+
+
+def _explain(exc: ValidationError, layers: _Layers) -> str:
+    problems = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "?"
+        info = Settings.model_fields.get(name)
+        variable = env_name(info, name) if info else name
+        where = "the environment" if variable in layers.environ else (str(layers.env_file) or "arguments")
+        problems.append(f"{variable} (from {where}): {error['msg']}")
+    return "invalid settings: " + "; ".join(problems)

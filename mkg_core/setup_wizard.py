@@ -1,0 +1,132 @@
+"""``mkg setup``: write the user-global ``.env`` (mode 600), interactively or from flags."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from . import envfiles
+
+
+@dataclass(frozen=True)
+class Question:
+    variable: str
+    prompt: str
+    secret: bool = False
+    default: str | None = None
+    optional: bool = False
+
+
+QUESTIONS: tuple[Question, ...] = (
+    Question("NEO4J_URI", "Neo4j URI", default="bolt://localhost:7687"),
+    Question("NEO4J_USERNAME", "Neo4j user", default="neo4j"),
+    Question("NEO4J_PASSWORD", "Neo4j password", secret=True),
+    Question("NEO4J_DATABASE", "Neo4j database", default="neo4j"),
+    Question("LLM_MODEL", "LLM model for memory extraction (blank: harness default)", optional=True),
+    Question("OPENAI_API_KEY", "OpenAI API key (blank: none)", secret=True, optional=True),
+    Question("ANTHROPIC_API_KEY", "Anthropic API key (blank: none)", secret=True, optional=True),
+    Question(
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "Claude subscription token from `claude setup-token`",
+        secret=True,
+        optional=True,
+    ),
+    Question("DIFFBOT_TOKEN", "Diffbot token (blank: none)", secret=True, optional=True),
+)
+FLAG_VARIABLES = {q.variable.lower().replace("_", "-"): q.variable for q in QUESTIONS}
+
+
+def write_env_file(path: Path, values: dict[str, str]) -> None:
+    """Write ``values`` to ``path`` atomically, readable by the owner only (mode 600)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lines = ["# Meta Knowledge Graph settings, written by `mkg setup`.", ""]
+    lines += [envfiles.format_env_line(key, value) for key, value in values.items()]
+    fd, tmp = tempfile.mkstemp(prefix=".env.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    os.chmod(path, 0o600)
+
+
+def _check_value(variable: str, value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise click.BadParameter(f"{variable} must be one line")
+    if "'" in value and '"' in value:
+        raise click.BadParameter(f"{variable} cannot contain both ' and \" characters")
+    return value
+
+
+@click.command("setup")
+@click.option(
+    "--path",
+    "target",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="File to write (default: ~/.config/meta-knowledge-graph/.env, or under MKG_CONFIG_DIR).",
+)
+@click.option(
+    "--non-interactive", is_flag=True, help="Never prompt; use flags and the file's current values."
+)
+@click.option("--neo4j-uri", help="NEO4J_URI")
+@click.option("--neo4j-username", help="NEO4J_USERNAME")
+@click.option("--neo4j-password", help="NEO4J_PASSWORD")
+@click.option("--neo4j-database", help="NEO4J_DATABASE")
+@click.option("--llm-model", help="LLM_MODEL")
+@click.option("--openai-api-key", help="OPENAI_API_KEY")
+@click.option("--anthropic-api-key", help="ANTHROPIC_API_KEY")
+@click.option("--claude-code-oauth-token", help="CLAUDE_CODE_OAUTH_TOKEN")
+@click.option("--diffbot-token", help="DIFFBOT_TOKEN")
+@click.option("--set", "extra", multiple=True, metavar="KEY=VALUE", help="Any other variable; repeatable.")
+def setup_command(
+    target: str | None, non_interactive: bool, extra: tuple[str, ...], **flags: str | None
+) -> None:
+    """Write the credentials file read by the hooks, the worker and the MCP server.
+
+    Prompts for what is missing (secrets without echo) and keeps what the file already holds.
+    With --non-interactive, or when standard input is not a terminal, only flags are used.
+    The file is written with mode 600.
+    """
+    path = Path(target).expanduser() if target else envfiles.user_env_file(os.environ)
+    values = envfiles.parse_env_file(path) if path.is_file() else {}
+    given = {
+        FLAG_VARIABLES[name.replace("_", "-")]: value for name, value in flags.items() if value is not None
+    }
+    for item in extra:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().replace("_", "").isalnum():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        given[key.strip()] = value
+    interactive = not non_interactive and sys.stdin.isatty()
+    for question in QUESTIONS:
+        if question.variable in given or not interactive:
+            continue
+        current = values.get(question.variable)
+        if question.secret:
+            hint = " (Enter keeps the current value)" if current else ""
+            answer = click.prompt(f"{question.prompt}{hint}", default="", hide_input=True, show_default=False)
+            if answer:
+                given[question.variable] = answer
+        else:
+            answer = click.prompt(
+                question.prompt, default=current or question.default or "", show_default=True
+            )
+            if answer or current:
+                given[question.variable] = answer
+    for key, value in given.items():
+        values[key] = _check_value(key, value)
+    for question in QUESTIONS:
+        if question.default and not values.get(question.variable):
+            values[question.variable] = question.default
+    values = {key: value for key, value in values.items() if value != ""}
+    write_env_file(path, values)
+    click.echo(f"Wrote {path} (mode 600, {len(values)} settings). Run `mkg doctor` to check them.")

@@ -1,0 +1,192 @@
+"""Shared pytest fixtures: fresh plugin managers, isolated settings and a real Neo4j.
+
+Loaded by the root ``conftest.py``. The Neo4j fixture starts the dev launcher
+(``devtools/neo4j/neo4j-dev``) on a free port with a throw-away store, unless ``NEO4J_URI`` is set,
+in which case that server is used (with ``NEO4J_USERNAME`` / ``NEO4J_PASSWORD``). Every test that
+asks for ``graph`` gets an empty database: no nodes, no constraints, no indexes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pluggy
+import pytest
+
+from .graph import Graph
+from .host import PluginHost
+from .plugins import make_plugin_manager
+from .settings import Settings, load_settings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LAUNCHER = REPO_ROOT / "devtools" / "neo4j" / "neo4j-dev"
+TEST_PASSWORD = "mkg-test-password"
+
+#: Variables a developer's shell may hold that must not leak into a test.
+_LEAKY_PREFIXES = (
+    "MKG_",
+    "NEO4J_",
+    "LLM_",
+    "EMBEDDING_",
+    "XDG_",
+    "CLAUDE",
+    "CODEX_",
+    "DIFFBOT_",
+    "BIGQUERY_",
+    "GCP_",
+    "OPENAI_",
+    "ANTHROPIC_",
+    "GEMINI_",
+    "OPENROUTER_",
+)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Neo4jServer:
+    """A Neo4j for tests: the dev launcher's (restartable) or an external one."""
+
+    uri: str
+    username: str = "neo4j"
+    password: str = TEST_PASSWORD
+    home: Path | None = None
+    port: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def restartable(self) -> bool:
+        return self.home is not None
+
+    def _launcher(self, command: str) -> str:
+        if not LAUNCHER.exists():
+            raise RuntimeError(f"{LAUNCHER} is missing: run the tests from a checkout, or set NEO4J_URI")
+        result = subprocess.run(
+            [str(LAUNCHER), command],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"neo4j-dev {command} failed:\n{result.stderr[-4000:]}")
+        return result.stdout.strip()
+
+    def start(self) -> None:
+        if self.restartable:
+            self._launcher("start")
+
+    def stop(self) -> None:
+        if self.restartable:
+            self._launcher("stop")
+
+    def settings_env(self) -> dict[str, str]:
+        return {"NEO4J_URI": self.uri, "NEO4J_USERNAME": self.username, "NEO4J_PASSWORD": self.password}
+
+
+def start_dev_neo4j(home: Path) -> Neo4jServer:
+    port = free_port()
+    server = Neo4jServer(
+        uri=f"bolt://127.0.0.1:{port}",
+        home=home,
+        port=port,
+        env={
+            "NEO4J_DEV_HOME": str(home),
+            "NEO4J_DEV_PORT": str(port),
+            "NEO4J_DEV_PASSWORD": TEST_PASSWORD,
+            "NEO4J_DEV_FRESH": "1",
+        },
+    )
+    server.start()
+    server.env.pop("NEO4J_DEV_FRESH")  # a restart keeps the store
+    return server
+
+
+def reset_database(graph: Graph) -> None:
+    """Delete every node, constraint and (non-lookup) index."""
+    graph.run_autocommit("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")
+    for row in graph.run_autocommit("SHOW CONSTRAINTS YIELD name RETURN name"):
+        graph.run_autocommit(f"DROP CONSTRAINT {quote_name(row['name'])} IF EXISTS")
+    for row in graph.run_autocommit("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name"):
+        graph.run_autocommit(f"DROP INDEX {quote_name(row['name'])} IF EXISTS")
+
+
+def quote_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """No developer settings leak in: a throw-away HOME and config dir, no MKG/NEO4J/... variables."""
+    for key in list(os.environ):
+        if key.startswith(_LEAKY_PREFIXES):
+            monkeypatch.delenv(key)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MKG_CONFIG_DIR", str(home / ".config" / "meta-knowledge-graph"))
+    monkeypatch.setenv("MKG_STATE_DIR", str(home / ".local" / "state" / "meta-knowledge-graph"))
+    return home
+
+
+@pytest.fixture
+def pm() -> pluggy.PluginManager:
+    """A fresh plugin manager with the built-ins only: no installed plugin leaks in."""
+    return make_plugin_manager(load_entrypoints=False, environ={})
+
+
+@pytest.fixture
+def host(pm: pluggy.PluginManager) -> PluginHost:
+    return PluginHost(pm)
+
+
+_EXTERNAL = {key: os.environ.get(key) for key in ("NEO4J_URI", "NEO4J_USERNAME", "NEO4J_PASSWORD")}
+
+
+@pytest.fixture(scope="session")
+def neo4j_server() -> Iterator[Neo4jServer]:
+    """A running Neo4j for the whole test session."""
+    if _EXTERNAL["NEO4J_URI"]:
+        yield Neo4jServer(
+            uri=_EXTERNAL["NEO4J_URI"],
+            username=_EXTERNAL["NEO4J_USERNAME"] or "neo4j",
+            password=_EXTERNAL["NEO4J_PASSWORD"] or "password",
+        )
+        return
+    with tempfile.TemporaryDirectory(prefix="mkg-neo4j-") as home:
+        server = start_dev_neo4j(Path(home))
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def settings(isolated_environment: Path, request: pytest.FixtureRequest) -> Settings:
+    """Settings for a test; pointed at the test Neo4j when the test also uses ``graph``."""
+    environ = dict(os.environ)
+    if "neo4j_server" in request.fixturenames or "graph" in request.fixturenames:
+        server: Neo4jServer = request.getfixturevalue("neo4j_server")
+        environ.update(server.settings_env())
+    return load_settings(environ=environ, project_root=isolated_environment)
+
+
+@pytest.fixture
+def graph(neo4j_server: Neo4jServer, settings: Settings) -> Iterator[Graph]:
+    """A connection to an empty database."""
+    with Graph.connect(settings) as g:
+        reset_database(g)
+        yield g

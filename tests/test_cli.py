@@ -1,0 +1,183 @@
+"""The command line, run as a user runs it (console scripts in subprocesses) or through click."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mkg_core.cli import build_cli
+from mkg_core.envfiles import parse_env_file
+
+BIN = Path(sys.executable).parent
+
+
+def run(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(args),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        timeout=120,
+        check=False,
+    )
+
+
+def test_mkg_plugins_prints_json() -> None:
+    result = run(str(BIN / "mkg"), "plugins", env={**os.environ, "MKG_LOAD_PLUGINS": ""})
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [row["name"] for row in rows] == ["mkg_core.builtin.core"]
+    assert rows[0]["hooks"] == ["mkg_register_query_tools", "mkg_register_schema_statements"]
+
+
+def test_mcp_server_entry_says_it_is_not_available() -> None:
+    result = run(str(BIN / "meta-knowledge-graph"))
+    assert result.returncode == 2
+    assert "MCP server is not available in this release" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("stdin", ["", "{not json", '{"session_id": "s", "hook_event_name": "Stop"}'])
+def test_hook_entry_always_exits_zero(stdin: str) -> None:
+    result = run(str(BIN / "mkg-hook"), "--client", "claude", "Stop", stdin=stdin)
+    assert result.returncode == 0
+    assert result.stdout == ""
+    assert "not recorded" in result.stderr
+
+
+def test_setup_non_interactive_writes_a_private_file(isolated_environment: Path, host) -> None:
+    cli = build_cli(host)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "setup",
+            "--non-interactive",
+            "--neo4j-uri",
+            "bolt://db:7687",
+            "--neo4j-password",
+            "s3cret pass",
+            "--openai-api-key",
+            "sk-test",
+            "--set",
+            "MKG_CONSISTENCY_TOPK=4",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    path = isolated_environment / ".config" / "meta-knowledge-graph" / ".env"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    values = parse_env_file(path)
+    assert values["NEO4J_URI"] == "bolt://db:7687"
+    assert values["NEO4J_PASSWORD"] == "s3cret pass"
+    assert values["MKG_CONSISTENCY_TOPK"] == "4"
+    assert values["NEO4J_USERNAME"] == "neo4j"  # defaults filled in
+    # A second run keeps what is there and changes only what is given.
+    CliRunner().invoke(cli, ["setup", "--non-interactive", "--neo4j-database", "memory"])
+    values = parse_env_file(path)
+    assert (values["NEO4J_PASSWORD"], values["NEO4J_DATABASE"]) == ("s3cret pass", "memory")
+    # and the settings loader reads it back
+    config = CliRunner().invoke(cli, ["config", "--json"])
+    rows = {row["variable"]: row for row in json.loads(config.output)["settings"]}
+    assert rows["NEO4J_DATABASE"]["value"] == "memory"
+    assert rows["NEO4J_PASSWORD"]["value"] != "s3cret pass"
+
+
+def test_setup_prompts_for_secrets_without_echo(isolated_environment: Path) -> None:
+    """Interactive run in a real terminal: the password typed is never shown."""
+    import pty
+
+    env = {**os.environ, "TERM": "dumb"}
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        os.execve(str(BIN / "mkg"), [str(BIN / "mkg"), "setup"], env)
+    answers = ["bolt://h:1", "", "topsecretpw", "", "", "", "", "", ""]
+    output = b""
+    for answer in answers:
+        output += _read_until(fd, b": ")
+        os.write(fd, answer.encode() + b"\r")
+    output += _read_until(fd, b"Run `mkg doctor`")
+    os.waitpid(pid, 0)
+    assert b"topsecretpw" not in output
+    values = parse_env_file(isolated_environment / ".config" / "meta-knowledge-graph" / ".env")
+    assert (values["NEO4J_URI"], values["NEO4J_PASSWORD"]) == ("bolt://h:1", "topsecretpw")
+
+
+def _read_until(fd: int, marker: bytes, limit: float = 20.0) -> bytes:
+    import select
+    import time
+
+    data = b""
+    deadline = time.monotonic() + limit
+    while marker not in data and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 1024)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    assert marker in data, data
+    return data
+
+
+def test_invalid_settings_are_reported_by_config(host, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDDING_DIMENSIONS", "many")
+    result = CliRunner().invoke(build_cli(host), ["config"])
+    assert result.exit_code == 1
+    assert "EMBEDDING_DIMENSIONS (from the environment)" in result.output
+
+
+def test_project_shows_identity(tmp_path: Path) -> None:
+    repo = tmp_path / "service"
+    (repo / ".git").mkdir(parents=True)
+    result = run(str(BIN / "mkg"), "project", "--path", str(repo))
+    data = json.loads(result.stdout)
+    assert data["project"]["root"] == str(repo.resolve())
+    assert data["project"]["id"].startswith("service-")
+
+
+def test_doctor_against_real_neo4j(neo4j_server, graph, isolated_environment: Path) -> None:
+    env = {**os.environ, **neo4j_server.settings_env(), "MKG_LOAD_PLUGINS": ""}
+    before = run(str(BIN / "mkg"), "doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(before.stdout)}
+    assert before.returncode == 1
+    assert checks["neo4j"]["status"] == "ok" and "Neo4j/2026." in checks["neo4j"]["detail"]
+    assert checks["schema"]["status"] == "fail" and checks["schema"]["fix"] == "run `mkg schema apply`"
+    assert checks["harness"]["status"] == "warn"
+
+    applied = run(str(BIN / "mkg"), "schema", "apply", env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert "indexes online" in applied.stdout
+
+    after = run(str(BIN / "mkg"), "doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(after.stdout)}
+    assert checks["schema"]["status"] == "ok"
+    assert checks["llm"]["status"] == "warn" and "OPENAI_API_KEY" in checks["llm"]["detail"]
+    assert after.returncode == 0, after.stdout
+
+    changed = run(str(BIN / "mkg"), "doctor", "--json", env={**env, "EMBEDDING_DIMENSIONS": "384"})
+    checks = {c["name"]: c for c in json.loads(changed.stdout)}
+    assert changed.returncode == 1
+    assert (
+        "project_learning_vector has 1536 dimensions, EMBEDDING_DIMENSIONS is 384"
+        in checks["vector dimensions"]["detail"]
+    )
+
+
+def test_doctor_when_neo4j_is_down(isolated_environment: Path) -> None:
+    from mkg_core.testing import free_port
+
+    result = run(str(BIN / "mkg"), "--db-url", f"bolt://127.0.0.1:{free_port()}", "doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    assert result.returncode == 1
+    assert checks["neo4j"]["status"] == "fail"
+    assert "not reachable" in checks["neo4j"]["detail"]

@@ -1,0 +1,152 @@
+"""Against the real dev Neo4j: schema, fulltext and filtered vector search, access modes, errors."""
+
+from __future__ import annotations
+
+import neo4j
+import pytest
+from neo4j.exceptions import ClientError
+
+from mkg_core.errors import GraphUnavailable
+from mkg_core.graph import Graph
+from mkg_core.schema import apply_schema, core_statements, vector_dimension_mismatches, vector_index
+from mkg_core.settings import load_settings
+
+DIMS = 4
+
+
+def _index_states(graph: Graph) -> dict[str, str]:
+    return {
+        row["name"]: row["state"] for row in graph.read("SHOW INDEXES YIELD name, state RETURN name, state")
+    }
+
+
+def test_schema_apply_creates_everything_online_and_is_idempotent(graph: Graph) -> None:
+    statements = core_statements(DIMS)
+    report = apply_schema(graph, statements)
+    assert report.online
+    assert set(report.applied) == {s.name for s in statements}
+    states = _index_states(graph)
+    constraints = {row["name"] for row in graph.read("SHOW CONSTRAINTS YIELD name RETURN name")}
+    for statement in statements:
+        if statement.kind == "constraint":
+            assert statement.name in constraints
+        else:
+            assert states[statement.name] == "ONLINE"
+    apply_schema(graph, statements)  # a second run changes nothing
+    assert _index_states(graph) == states
+
+
+def test_unique_constraints_hold(graph: Graph) -> None:
+    apply_schema(graph, core_statements(DIMS))
+    graph.write("CREATE (:Project {id: 'p'})")
+    with pytest.raises(ClientError, match="already exists"):
+        graph.write("CREATE (:Project {id: 'p'})")
+
+
+def test_fulltext_index_ranks_learnings(graph: Graph) -> None:
+    apply_schema(graph, core_statements(DIMS))
+    graph.write(
+        "UNWIND $rows AS row "
+        "CREATE (:Learning {id: row.id, text: row.text, project_id: 'p', scope: 'project'})",
+        {
+            "rows": [
+                {"id": "l1", "text": "The billing service retries webhooks three times"},
+                {"id": "l2", "text": "Use pnpm, never npm, in this repository"},
+            ]
+        },
+    )
+    rows = graph.read(
+        "CALL db.index.fulltext.queryNodes('project_learning_fulltext', $q) YIELD node, score "
+        "RETURN node.id AS id ORDER BY score DESC",
+        {"q": "webhooks retries"},
+    )
+    assert rows[0]["id"] == "l1"
+
+
+def _seed_vectors(graph: Graph) -> None:
+    graph.write(
+        "UNWIND $rows AS row CREATE (:Learning {id: row.id, text: row.id, project_id: row.p, scope: row.s, "
+        "status: 'approved', embedding: row.e})",
+        {
+            "rows": [
+                {"id": "a-near", "p": "a", "s": "project", "e": [1.0, 0.0, 0.0, 0.0]},
+                {"id": "a-far", "p": "a", "s": "project", "e": [0.0, 1.0, 0.0, 0.0]},
+                {"id": "a-user", "p": "a", "s": "user", "e": [1.0, 0.01, 0.0, 0.0]},
+                {"id": "b-near", "p": "b", "s": "project", "e": [1.0, 0.0, 0.0, 0.0]},
+            ]
+        },
+    )
+
+
+SEARCH = (
+    "MATCH (n:Learning) SEARCH n IN (VECTOR INDEX project_learning_vector FOR $vector "
+    "WHERE n.project_id = $project AND n.scope = $scope LIMIT 10) SCORE AS score "
+    "RETURN n.id AS id, score ORDER BY score DESC"
+)
+
+
+def test_vector_search_with_in_index_filters(graph: Graph) -> None:
+    apply_schema(graph, core_statements(DIMS))
+    _seed_vectors(graph)
+    rows = graph.read(SEARCH, {"vector": [0.9, 0.1, 0.0, 0.0], "project": "a", "scope": "project"})
+    assert [row["id"] for row in rows] == ["a-near", "a-far"]
+    assert rows[0]["score"] > rows[1]["score"]
+    other = graph.read(SEARCH, {"vector": [1.0, 0.0, 0.0, 0.0], "project": "b", "scope": "project"})
+    assert [row["id"] for row in other] == ["b-near"]
+
+
+def test_vector_filter_on_an_undeclared_property_is_refused(graph: Graph) -> None:
+    apply_schema(graph, [vector_index("narrow_vector", "Learning", DIMS, filters=("project_id",))])
+    _seed_vectors(graph)
+    with pytest.raises(ClientError):
+        graph.read(
+            "MATCH (n:Learning) SEARCH n IN "
+            "(VECTOR INDEX narrow_vector FOR $v WHERE n.scope = 'user' LIMIT 3) RETURN n.id",
+            {"v": [1.0, 0.0, 0.0, 0.0]},
+        )
+
+
+def test_read_transactions_refuse_writes(graph: Graph) -> None:
+    with pytest.raises(ClientError, match=r"(?i)write"):
+        graph.read("CREATE (:Sneaky {x: 1})")
+    assert graph.read("MATCH (n:Sneaky) RETURN count(n) AS n") == [{"n": 0}]
+
+
+def test_session_requires_an_explicit_access_mode(graph: Graph) -> None:
+    with pytest.raises(ValueError, match="access must be"), graph.session("r"):
+        pass
+    with graph.session(neo4j.READ_ACCESS) as session:
+        assert session.run("RETURN 1 AS x").single()["x"] == 1
+
+
+def test_vector_dimension_change_is_detected(graph: Graph) -> None:
+    apply_schema(graph, core_statements(DIMS))
+    assert vector_dimension_mismatches(graph, DIMS) == []
+    assert vector_dimension_mismatches(graph, 8) == [
+        "project_learning_vector has 4 dimensions, EMBEDDING_DIMENSIONS is 8",
+        "project_observation_vector has 4 dimensions, EMBEDDING_DIMENSIONS is 8",
+    ]
+
+
+def test_each_test_starts_from_an_empty_database(graph: Graph) -> None:
+    assert graph.read("MATCH (n) RETURN count(n) AS n") == [{"n": 0}]
+    assert graph.read("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name") == []
+
+
+def test_verify_reports_the_server(graph: Graph) -> None:
+    assert graph.verify().startswith("Neo4j/2026.")
+
+
+def test_unreachable_neo4j_is_a_clear_error(tmp_path) -> None:
+    from mkg_core.testing import free_port
+
+    settings = load_settings(environ={"NEO4J_URI": f"bolt://127.0.0.1:{free_port()}"}, project_root=tmp_path)
+    with Graph.connect(settings) as graph, pytest.raises(GraphUnavailable, match="not reachable"):
+        graph.verify()
+
+
+def test_wrong_password_is_a_clear_error(neo4j_server, tmp_path) -> None:
+    env = {**neo4j_server.settings_env(), "NEO4J_PASSWORD": "wrong-password"}
+    settings = load_settings(environ=env, project_root=tmp_path)
+    with Graph.connect(settings) as graph, pytest.raises(GraphUnavailable, match="refused the credentials"):
+        graph.verify()
