@@ -1,0 +1,1 @@
+"""The BigQuery warehouse query provider for the Meta Knowledge Graph."""

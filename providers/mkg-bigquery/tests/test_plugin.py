@@ -1,0 +1,20 @@
+"""mkg-bigquery is discovered through its entry point."""
+
+from __future__ import annotations
+
+from mkg_core.host import PluginHost
+from mkg_core.plugins import describe_plugins, make_plugin_manager
+
+
+def test_entry_point_registers() -> None:
+    pm = make_plugin_manager(environ={})
+    rows = {row["name"]: row for row in describe_plugins(pm)}
+    assert rows["bigquery"]["distribution"] == "mkg-bigquery"
+    assert rows["bigquery"]["hooks"] == []
+
+
+def test_contributes_no_tools_yet(settings) -> None:
+    pm = make_plugin_manager(environ={"MKG_LOAD_PLUGINS": "bigquery"})
+    host = PluginHost(pm)
+    assert host.tool_groups(settings) == []
+    assert pm.get_plugin("bigquery") is not None

@@ -1,0 +1,1 @@
+"""The Diffbot news and firmographics provider for the Meta Knowledge Graph."""

@@ -1,0 +1,1 @@
+"""The neocarta data-catalog provider for the Meta Knowledge Graph."""
