@@ -1,0 +1,56 @@
+# One-command entry points. Each target does its own set-up on a fresh machine:
+# a virtual environment in .venv with every package of this repository installed editable,
+# and the dev Neo4j launcher built with Maven (Java 21+; Temurin 25 is used when present).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PACKAGES := -e .[dev] \
+	-e providers/mkg-diffbot -e providers/mkg-bigquery -e providers/mkg-neocarta \
+	-e harnesses/mkg-claude -e harnesses/mkg-codex
+TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex \
+	providers/mkg-diffbot/mkg_diffbot providers/mkg-bigquery/mkg_bigquery providers/mkg-neocarta/mkg_neocarta
+DEMO_PORT ?= 7687
+
+.PHONY: help venv neo4j lint type test demo neo4j-start neo4j-stop clean
+
+help:
+	@echo "make demo    start the dev Neo4j and set up MKG against it"
+	@echo "make test    lint, type-check and run every test against a real Neo4j"
+	@echo "make lint | type | neo4j-start | neo4j-stop | clean"
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml providers/*/pyproject.toml harnesses/*/pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check $(PACKAGES)
+	touch $@
+
+neo4j:
+	devtools/neo4j/neo4j-dev build
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+type: venv
+	$(BIN)/mypy $(TYPED)
+
+test: venv neo4j lint type
+	$(BIN)/pytest
+
+neo4j-start: neo4j
+	NEO4J_DEV_PORT=$(DEMO_PORT) devtools/neo4j/neo4j-dev start
+
+neo4j-stop:
+	devtools/neo4j/neo4j-dev stop
+
+demo: venv neo4j-start
+	NEO4J_URI=bolt://127.0.0.1:$(DEMO_PORT) $(BIN)/mkg schema apply
+	NEO4J_URI=bolt://127.0.0.1:$(DEMO_PORT) $(BIN)/mkg doctor || true
+	@echo
+	@echo "The dev Neo4j is running at bolt://127.0.0.1:$(DEMO_PORT) (stop it with: make neo4j-stop)."
+	@echo "The sales-agent demo loop is not part of this release yet; the graph and schema are ready for it."
+
+clean:
+	rm -rf $(VENV) .tox devtools/neo4j/target
