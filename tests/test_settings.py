@@ -213,4 +213,5 @@ def test_every_setting_is_documented() -> None:
     root = Path(__file__).resolve().parents[1]
     docs = (root / "docs" / "configuration.md").read_text()
     for name, info in Settings.model_fields.items():
-        assert f"| `{env_name(info, name)}` |" in docs, f"document {env_name(info, name)} in docs/configuration.md"
+        variable = env_name(info, name)
+        assert f"| `{variable}` |" in docs, f"document {variable} in docs/configuration.md"
