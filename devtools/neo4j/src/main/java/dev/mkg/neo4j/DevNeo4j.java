@@ -9,6 +9,7 @@ import java.util.concurrent.CountDownLatch;
 import org.neo4j.dbms.api.DatabaseManagementService;
 import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
 import org.neo4j.graphdb.GraphDatabaseService;
+import org.neo4j.graphdb.QueryExecutionException;
 
 /**
  * Starts Neo4j Community embedded with Bolt on 127.0.0.1, for tests, CI and the demo.
@@ -58,13 +59,24 @@ public final class DevNeo4j {
             throw new IllegalStateException("databases did not become available within 120 s");
         }
         if (!password.isEmpty()) {
-            system.executeTransactionally(
-                    "ALTER USER neo4j SET PASSWORD $pw CHANGE NOT REQUIRED", Map.of("pw", password));
+            setPassword(system, password);
         }
         neo4j.executeTransactionally("RETURN 1");
         System.out.println("NEO4J_DEV_READY bolt://127.0.0.1:" + port);
         System.out.flush();
         stopped.await();
+    }
+
+    /** Sets the password of user neo4j; a restart on an existing store may find it set already. */
+    private static void setPassword(GraphDatabaseService system, String password) {
+        try {
+            system.executeTransactionally(
+                    "ALTER USER neo4j SET PASSWORD $pw CHANGE NOT REQUIRED", Map.of("pw", password));
+        } catch (QueryExecutionException e) {
+            if (e.getMessage() == null || !e.getMessage().contains("cannot be the same")) {
+                throw e;
+            }
+        }
     }
 
     private static Path writeConfig(Path home, int port, boolean auth, String pageCache)
