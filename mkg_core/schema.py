@@ -108,7 +108,6 @@ class SchemaError(MkgError):
 class SchemaReport:
     applied: tuple[str, ...]
     online: bool
-    vector_mismatches: tuple[str, ...] = ()
 
 
 AWAIT_INDEXES = "CALL db.awaitIndexes($seconds)"
