@@ -12,7 +12,7 @@ import click
 
 from .errors import ConfigError, MkgError, PluginError
 from .host import PluginHost
-from .plugins import describe_plugins, make_plugin_manager
+from .plugins import make_plugin_manager
 from .settings import Settings, load_settings
 
 
@@ -111,7 +111,3 @@ def main(argv: list[str] | None = None) -> None:
 
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
-
-
-def plugins_json(host: PluginHost) -> list[dict[str, Any]]:
-    return describe_plugins(host.pm)

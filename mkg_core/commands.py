@@ -9,10 +9,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from .cli import App, guarded, pass_app, plugins_json, print_json
+from .cli import App, guarded, pass_app, print_json
 from .contrib import SeedContext
 from .graph import Graph
 from .identity import resolve_project, resolve_user
+from .plugins import describe_plugins
 from .schema import apply_schema
 
 
@@ -25,7 +26,7 @@ def register_core_commands(cli: click.Group) -> None:
 @pass_app
 def plugins_command(app: App) -> None:
     """List loaded plugins, their versions and hooks, as JSON."""
-    print_json(plugins_json(app.host))
+    print_json(describe_plugins(app.host.pm))
 
 
 @click.command("config")

@@ -26,26 +26,23 @@ def _home(environ: Mapping[str, str]) -> Path:
     return Path(home) if home else Path.home()
 
 
+def _app_dir(environ: Mapping[str, str], explicit: str, xdg: str, *fallback: str) -> Path:
+    """``$explicit``, else ``$xdg/meta-knowledge-graph``, else ``~/<fallback...>/meta-knowledge-graph``."""
+    if environ.get(explicit):
+        return Path(environ[explicit]).expanduser()
+    if environ.get(xdg):
+        return Path(environ[xdg]).expanduser() / APP_DIR_NAME
+    return _home(environ).joinpath(*fallback, APP_DIR_NAME)
+
+
 def config_dir(environ: Mapping[str, str]) -> Path:
     """The user's MKG config folder (it holds the user-global ``.env``)."""
-    explicit = environ.get("MKG_CONFIG_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = environ.get("XDG_CONFIG_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / APP_DIR_NAME
-    return _home(environ) / ".config" / APP_DIR_NAME
+    return _app_dir(environ, "MKG_CONFIG_DIR", "XDG_CONFIG_HOME", ".config")
 
 
 def state_dir(environ: Mapping[str, str]) -> Path:
     """The user's MKG state folder (spool, worker socket, logs)."""
-    explicit = environ.get("MKG_STATE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = environ.get("XDG_STATE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / APP_DIR_NAME
-    return _home(environ) / ".local" / "state" / APP_DIR_NAME
+    return _app_dir(environ, "MKG_STATE_DIR", "XDG_STATE_HOME", ".local", "state")
 
 
 def user_env_file(environ: Mapping[str, str]) -> Path:

@@ -8,6 +8,7 @@ asks for ``graph`` gets an empty database: no nodes, no constraints, no indexes.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -15,11 +16,13 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pluggy
 import pytest
 
 from .graph import Graph
+from .harness import HarnessAdapter
 from .host import PluginHost
 from .plugins import make_plugin_manager
 from .settings import Settings, load_settings
@@ -124,6 +127,20 @@ def reset_database(graph: Graph) -> None:
 
 def quote_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def golden_payloads(folder: Path) -> tuple[list[Path], dict[str, Any]]:
+    """The payload files under ``folder/payloads`` and the events expected of them."""
+    expected = json.loads((folder / "expected_events.json").read_text())
+    return sorted((folder / "payloads").glob("*.json")), expected
+
+
+def check_golden_payload(adapter: HarnessAdapter, path: Path, expected: dict[str, Any]) -> None:
+    """Parse a captured payload (event name from its file name) and compare with its snapshot."""
+    raw = path.read_bytes()
+    event = adapter.parse(raw, path.stem)
+    assert json.loads(json.dumps(event.summary())) == expected[path.stem]
+    assert event.raw == json.loads(raw)
 
 
 # -- fixtures ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from mkg_core.events import EVENT_NAMES
 from mkg_core.harness import HarnessAdapter
 
 #: A Codex rollout transcript ends in the thread's UUID: rollout-<timestamp>-<uuid>.jsonl
@@ -53,19 +54,8 @@ class CodexAdapter(HarnessAdapter):
     """
 
     name = "codex"
-    events = (
-        "SessionStart",
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PermissionRequest",
-        "PostToolUse",
-        "SubagentStart",
-        "SubagentStop",
-        "PreCompact",
-        "PostCompact",
-        "Stop",
-        "SessionEnd",
-    )
+    #: Every lifecycle event but the two Codex does not have.
+    events = tuple(name for name in EVENT_NAMES if name not in ("PostToolUseFailure", "Notification"))
     plugin_root_env = ("CODEX_PLUGIN_ROOT", "CLAUDE_PLUGIN_ROOT")
 
     def refine(self, payload: Mapping[str, Any], fields: dict[str, Any]) -> None:

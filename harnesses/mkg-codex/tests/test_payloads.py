@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from mkg_codex.adapter import CodexAdapter
 
-HERE = Path(__file__).parent
-PAYLOADS = sorted((HERE / "payloads").glob("*.json"))
-EXPECTED = json.loads((HERE / "expected_events.json").read_text())
+from mkg_core.testing import check_golden_payload, golden_payloads
+
+PAYLOADS, EXPECTED = golden_payloads(Path(__file__).parent)
 
 
 def test_every_payload_has_an_expectation() -> None:
@@ -19,7 +18,4 @@ def test_every_payload_has_an_expectation() -> None:
 
 @pytest.mark.parametrize("path", PAYLOADS, ids=lambda p: p.stem)
 def test_golden_payload(path: Path) -> None:
-    raw = path.read_bytes()
-    event = CodexAdapter().parse(raw, path.stem)
-    assert json.loads(json.dumps(event.summary())) == EXPECTED[path.stem]
-    assert event.raw == json.loads(raw)
+    check_golden_payload(CodexAdapter(), path, EXPECTED)
