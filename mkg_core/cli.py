@@ -74,12 +74,14 @@ def build_cli(host: PluginHost) -> click.Group:
             },
         )
 
-    from . import doctor, setup_wizard
+    from . import doctor, setup_wizard, worker_cli
     from .commands import register_core_commands
 
     register_core_commands(cli)
     cli.add_command(setup_wizard.setup_command)
     cli.add_command(doctor.doctor_command)
+    cli.add_command(worker_cli.worker_group)
+    cli.add_command(worker_cli.status_command)
     host.register_commands(cli)
     return cli
 

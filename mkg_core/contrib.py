@@ -16,7 +16,7 @@ from .errors import PluginError
 if TYPE_CHECKING:
     from .events import HookEvent
     from .graph import Graph
-    from .identity import ProjectRef
+    from .identity import ProjectRef, UserRef
     from .settings import Settings
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
@@ -132,18 +132,24 @@ class Seeder:
 
 @dataclass(frozen=True)
 class CaptureContext:
-    """What a capture handler gets besides the event."""
+    """What a capture handler or context provider gets besides the event.
+
+    ``settings`` are those of the event's project (its ``.env`` may differ from the worker's);
+    ``graph`` is the connection they name.
+    """
 
     graph: Graph
     settings: Settings
     project: ProjectRef | None = None
+    user: UserRef | None = None
 
 
 class CaptureHandler:
     """Ingests events into the graph. Subclass it, set ``name``, override ``matches`` and ``handle``.
 
-    The host calls each matching handler in turn; an exception in one is logged with its name and
-    never stops the others.
+    The worker calls each matching handler in turn, after the event is in the graph; an exception
+    in one is logged with its name and never stops the others. A handler may see an event again
+    (the worker restarted before the spool row was marked done), so it must be idempotent.
     """
 
     name: ClassVar[str] = ""
@@ -154,6 +160,25 @@ class CaptureHandler:
         return not self.events or event.event in self.events
 
     def handle(self, event: HookEvent, context: CaptureContext) -> None:
+        raise NotImplementedError
+
+
+class ContextProvider:
+    """Supplies text to inject when the harness waits for an answer (SessionStart, UserPromptSubmit).
+
+    Subclass it, set ``name``, override ``provide``. The worker calls every matching provider
+    within the hook's deadline, joins their non-empty texts with blank lines, and the harness
+    adapter renders the result. An exception in one is logged and never stops the others.
+    """
+
+    name: ClassVar[str] = ""
+    #: Canonical event names this provider answers.
+    events: ClassVar[frozenset[str]] = frozenset({"SessionStart", "UserPromptSubmit"})
+
+    def matches(self, event: HookEvent) -> bool:
+        return event.event in self.events
+
+    def provide(self, event: HookEvent, context: CaptureContext) -> str | None:
         raise NotImplementedError
 
 

@@ -25,8 +25,14 @@ T = TypeVar("T")
 CONNECTION_TIMEOUT = 5.0
 
 
-def make_driver(settings: Settings, *, connection_timeout: float = CONNECTION_TIMEOUT) -> neo4j.Driver:
-    """A driver for the configured Neo4j. Creating it does not connect."""
+def make_driver(
+    settings: Settings, *, connection_timeout: float = CONNECTION_TIMEOUT, max_retry_time: float = 15.0
+) -> neo4j.Driver:
+    """A driver for the configured Neo4j. Creating it does not connect.
+
+    ``max_retry_time`` bounds how long a managed transaction is retried on transient errors;
+    the worker keeps it short because it retries whole batches itself, with backoff.
+    """
     password = secret(settings.neo4j_password)
     auth = (settings.neo4j_username, password) if password is not None else None
     return neo4j.GraphDatabase.driver(
@@ -34,7 +40,7 @@ def make_driver(settings: Settings, *, connection_timeout: float = CONNECTION_TI
         auth=auth,
         connection_timeout=connection_timeout,
         connection_acquisition_timeout=connection_timeout * 2,
-        max_transaction_retry_time=15.0,
+        max_transaction_retry_time=max_retry_time,
         user_agent="mkg",
     )
 
@@ -47,8 +53,8 @@ class Graph:
         self.database = database
 
     @classmethod
-    def connect(cls, settings: Settings) -> Graph:
-        return cls(make_driver(settings), settings.neo4j_database)
+    def connect(cls, settings: Settings, **driver_options: float) -> Graph:
+        return cls(make_driver(settings, **driver_options), settings.neo4j_database)
 
     def close(self) -> None:
         self.driver.close()

@@ -1,30 +1,274 @@
 """``mkg-hook --client NAME EVENT``: the one command a harness runs for every lifecycle event.
 
 Standard library only, and it always exits 0: a hook must never break or slow the agent.
-Capture into the local spool and the worker are not part of this release yet, so for now the
-hook reads the payload, says on stderr that the event was not recorded, and exits.
+
+It reads the payload, scrubs ``<private>`` spans and credentials from it, cuts oversized strings
+(with a marker), appends it to the durable local spool and makes sure the worker is running.
+Events that answer the harness (SessionStart, UserPromptSubmit) then ask the worker over its
+socket and wait at most a deadline; past it they print nothing. Anything that goes wrong is one
+line on stderr, never a non-zero exit.
+
+No-op when ``MKG_DISABLED`` is set, inside MKG's own LLM subprocesses (``MKG_IN_EXTRACTION``),
+and in a project that holds a ``.mkg-disable`` file (in its folder or any parent).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import sys
+import time
 
-#: The most a hook reads from stdin, so a runaway payload cannot hold the agent.
+from . import runtime
+from .eventnames import ANSWERING_EVENTS, canonical_event_name
+from .spool import ENV_HINT_KEYS, Spool, SpoolError, event_id, sanitize, utc_timestamp
+
+TYPE_CHECKING = False  # typing itself is too slow to import here
+if TYPE_CHECKING:
+    from typing import BinaryIO, TextIO
+
+#: The most a hook reads from stdin; a larger payload is not recorded (and says so).
 MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+#: A file that turns MKG off for the folder that holds it and everything below.
+DISABLE_FILE = ".mkg-disable"
+#: How long an answering event waits for the worker, in seconds, and the variable that sets it.
+ANSWER_DEADLINES = {
+    "SessionStart": ("MKG_HOOK_DEADLINE_SESSION_START", 2.0),
+    "UserPromptSubmit": ("MKG_HOOK_DEADLINE_PROMPT", 1.5),
+}
+_TRUE = {"1", "true", "yes", "on"}
+
+USAGE = """\
+usage: mkg-hook [--client NAME] EVENT < payload.json
+
+Record one lifecycle event of an agent harness in MKG's local spool (the worker moves it into
+Neo4j), and print the memory to inject for SessionStart and UserPromptSubmit. Always exits 0.
+
+  --client NAME   the harness that sent the event (claude, codex, ...); default $MKG_CLIENT
+  EVENT           the event name (SessionStart, PostToolUse, ...); the payload's
+                  hook_event_name wins when present
+
+Environment: MKG_DISABLED=1 turns capture off; MKG_WORKER_AUTOSTART=0 leaves starting the
+worker to you (`mkg worker`); MKG_HOOK_DEADLINE_SESSION_START (default 2.0) and
+MKG_HOOK_DEADLINE_PROMPT (default 1.5) bound how long answering events wait, in seconds.
+"""
 
 
-def main(argv: list[str] | None = None) -> int:
+class Skip(Exception):
+    """The event is not recorded; the message says why (one line on stderr)."""
+
+
+def main(
+    argv: list[str] | None = None,
+    *,
+    stdin: BinaryIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    environ: dict[str, str] | None = None,
+) -> int:
+    started = time.monotonic()
+    err = stderr or sys.stderr
     try:
-        sys.stdin.buffer.read(MAX_PAYLOAD_BYTES)
-    except (OSError, ValueError, AttributeError):
-        pass
-    try:
-        sys.stderr.write(
-            "mkg-hook: event capture is not available in this release; the event was not recorded\n"
+        _run(
+            sys.argv[1:] if argv is None else argv,
+            stdin or sys.stdin.buffer,
+            stdout or sys.stdout,
+            err,
+            os.environ if environ is None else environ,
+            started,
         )
+    except Skip as exc:
+        _say(err, str(exc))
+    except BaseException as exc:  # the agent must never see a failure
+        _say(err, f"internal error ({type(exc).__name__}: {exc}); the event was not recorded")
+    return 0
+
+
+def _run(
+    argv: list[str],
+    stdin: BinaryIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    env: dict[str, str] | os._Environ[str],
+    started: float,
+) -> None:
+    client, event_arg, wants_help = _parse_args(argv)
+    if wants_help:
+        stdout.write(USAGE)
+        return
+    if env.get("MKG_IN_EXTRACTION"):
+        _drain(stdin)
+        return
+    data = stdin.read(MAX_PAYLOAD_BYTES + 1)
+    if (env.get("MKG_DISABLED") or "").strip().lower() in _TRUE:
+        return
+    if len(data) > MAX_PAYLOAD_BYTES:
+        _drain(stdin)
+        raise Skip(
+            f"payload larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MiB; the event was not recorded"
+        )
+    payload = _decode(data)
+    session_id = payload.get("session_id")
+    if isinstance(session_id, int) and not isinstance(session_id, bool):
+        session_id = str(session_id)
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise Skip("the payload has no session_id; the event was not recorded")
+    session_id = session_id.strip()
+    named = payload.get("hook_event_name")
+    event = canonical_event_name(named if isinstance(named, str) and named.strip() else event_arg or "")
+    if event is None:
+        raise Skip("no valid event name (give EVENT or send hook_event_name); the event was not recorded")
+    if _disabled_here(payload):
+        return
+    client = (client or env.get("MKG_CLIENT") or "").strip().lower() or "auto"
+
+    received_ns = time.time_ns()
+    received_at = utc_timestamp(received_ns)
+    truncated: list[str] = []
+    clean = sanitize(payload, truncated)
+    record = {
+        "payload": clean,
+        "argv_event": event_arg,
+        "cwd": _cwd(),
+        "env": {key: env[key] for key in ENV_HINT_KEYS if env.get(key)},
+        "payload_bytes": len(data),
+        "truncated": truncated,
+    }
+    paths = runtime.Paths.from_env(env)
+    digest = hashlib.sha256(data).hexdigest()
+    eid = event_id(client, session_id, event, received_at, digest)
+    try:
+        with Spool(paths.spool) as spool:
+            seq, _ = spool.append(
+                event_id=eid,
+                client=client,
+                event=event,
+                session_id=session_id,
+                received_at=received_at,
+                record=record,
+            )
+    except SpoolError as exc:
+        raise Skip(f"{exc}; the event was not recorded") from None
+    if truncated:
+        shown = ", ".join(truncated[:3]) + (f" and {len(truncated) - 3} more" if len(truncated) > 3 else "")
+        _say(stderr, f"oversized payload fields truncated ({shown}); the event was recorded")
+
+    autostart = (env.get("MKG_WORKER_AUTOSTART") or "1").strip().lower() not in ("0", "false", "no", "off")
+    if autostart and runtime.worker_pid(paths) is None:
+        try:
+            runtime.spawn_worker(paths, env)
+        except OSError as exc:
+            _say(stderr, f"could not start the worker ({exc}); the event waits in the spool")
+    if event in ANSWERING_EVENTS:
+        _answer(paths, seq, event, env, started, stdout)
+
+
+def _answer(
+    paths: runtime.Paths,
+    seq: int,
+    event: str,
+    env: dict[str, str] | os._Environ[str],
+    started: float,
+    stdout: TextIO,
+) -> None:
+    """Ask the worker what to inject; print it, or nothing once the deadline has passed."""
+    variable, default = ANSWER_DEADLINES.get(event, ("", 1.5))
+    try:
+        budget = float(env.get(variable) or default)
+    except ValueError:
+        budget = default
+    deadline = started + max(budget, 0.0)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0.005:
+            return
+        answer = runtime.request(paths, {"op": "answer", "seq": seq, "deadline": remaining}, remaining)
+        if answer is not None:
+            text = answer.get("stdout")
+            if isinstance(text, str) and text and time.monotonic() < deadline:
+                stdout.write(text if text.endswith("\n") else text + "\n")
+            return
+        if os.path.exists(paths.socket) and runtime.worker_pid(paths) is not None:
+            return  # the worker is up but did not answer in time
+        time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))  # a starting worker: try again
+
+
+def _parse_args(argv: list[str]) -> tuple[str | None, str | None, bool]:
+    client = event = None
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-h", "--help"):
+            return None, None, True
+        if arg == "--client":
+            client = next(args, None)
+        elif arg.startswith("--client="):
+            client = arg.split("=", 1)[1]
+        elif arg.startswith("-"):
+            raise Skip(f"unknown option {arg[:40]!r} (see mkg-hook --help); the event was not recorded")
+        elif event is None:
+            event = arg
+    return client, event, False
+
+
+def _decode(data: bytes) -> dict[str, object]:
+    if not data.strip():
+        raise Skip("empty payload on stdin; the event was not recorded")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Skip("payload is not UTF-8 text; the event was not recorded") from None
+    try:
+        payload = json.loads(text)
+    except RecursionError:
+        raise Skip("payload is nested too deeply; the event was not recorded") from None
+    except ValueError as exc:
+        raise Skip(f"payload is not valid JSON ({str(exc)[:120]}); the event was not recorded") from None
+    if not isinstance(payload, dict):
+        kind = "an array" if isinstance(payload, list) else type(payload).__name__
+        raise Skip(f"payload must be a JSON object, got {kind}; the event was not recorded")
+    return payload
+
+
+def _disabled_here(payload: dict[str, object]) -> bool:
+    """True when the event's folder, or one above it, holds a ``.mkg-disable`` file."""
+    folder = payload.get("cwd")
+    if not isinstance(folder, str) or not folder.strip():
+        folder = _cwd()
+    if not folder:
+        return False
+    folder = os.path.abspath(os.path.expanduser(folder))
+    while True:
+        if os.path.exists(os.path.join(folder, DISABLE_FILE)):
+            return True
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return False
+        folder = parent
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
+def _drain(stdin: BinaryIO) -> None:
+    """Read and discard what the harness still writes, so it never sees a broken pipe."""
+    try:
+        while stdin.read(1024 * 1024):
+            pass
     except (OSError, ValueError):
         pass
-    return 0
+
+
+def _say(stderr: TextIO, message: str) -> None:
+    try:
+        stderr.write(f"mkg-hook: {' '.join(message.split())}\n")
+        stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def run() -> None:

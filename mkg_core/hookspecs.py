@@ -30,7 +30,15 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from .contrib import CaptureHandler, Embedder, QueryTool, SchemaStatement, Seeder, ToolGroup
+    from .contrib import (
+        CaptureHandler,
+        ContextProvider,
+        Embedder,
+        QueryTool,
+        SchemaStatement,
+        Seeder,
+        ToolGroup,
+    )
     from .harness import HarnessAdapter
     from .settings import Settings
 
@@ -102,6 +110,20 @@ def mkg_register_capture_handlers(config: Settings) -> Iterable[CaptureHandler] 
     All results are collected; names must be unique. The host calls each matching handler in
     turn and isolates failures: a handler that raises is logged by name and never stops the
     others or the drain.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def mkg_register_context_providers(config: Settings) -> Iterable[ContextProvider] | None:
+    """Return :class:`~mkg_core.contrib.ContextProvider` objects that answer waiting events.
+
+    :param config: the resolved settings.
+
+    All results are collected; names must be unique. When a SessionStart or UserPromptSubmit
+    hook asks the worker what to inject, the worker calls every matching provider within the
+    hook's deadline and joins their texts; a provider that raises is logged and skipped.
 
     .. versionadded:: 0.1
     """

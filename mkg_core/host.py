@@ -17,6 +17,7 @@ import pluggy
 from .contrib import (
     CaptureContext,
     CaptureHandler,
+    ContextProvider,
     Embedder,
     QueryTool,
     SchemaStatement,
@@ -96,6 +97,13 @@ class PluginHost:
             check_named("capture handler", handler, CaptureHandler)
         _unique("capture handler", (h.name for h in handlers))
         return handlers
+
+    def context_providers(self, config: Settings) -> list[ContextProvider]:
+        providers = self._collect("mkg_register_context_providers", {"config": config})
+        for provider in providers:
+            check_named("context provider", provider, ContextProvider)
+        _unique("context provider", (p.name for p in providers))
+        return providers
 
     def query_tools(self, config: Settings) -> dict[str, QueryTool]:
         tools = self._typed("mkg_register_query_tools", {"config": config}, QueryTool, "query tool")

@@ -11,6 +11,9 @@ Operator controls (environment):
     entry-point name (``claude``) or distribution name (``mkg-claude``).
 ``MKG_DISABLE_PLUGINS``
     Comma-separated entry-point or distribution names never to load.
+``MKG_PLUGINS``
+    Comma-separated importable module names registered as plugins after the installed ones: a
+    local plugin that is not packaged (the module must be on ``sys.path``/``PYTHONPATH``).
 ``MKG_TRACE_PLUGINS``
     Any non-empty value traces every hook call to stderr.
 """
@@ -27,6 +30,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
+from .errors import PluginError
 
 ENTRY_POINT_GROUP = "mkg"
 
@@ -46,6 +50,14 @@ def make_plugin_manager(
     blocked = _names(env.get("MKG_DISABLE_PLUGINS"))
     if load_entrypoints:
         _load_entrypoints(pm, env.get("MKG_LOAD_PLUGINS"), blocked)
+    for modname in _ordered_names(env.get("MKG_PLUGINS")):
+        if pm.has_plugin(modname) or modname in blocked:
+            continue
+        try:
+            module = importlib.import_module(modname)
+        except ImportError as exc:
+            raise PluginError(f"MKG_PLUGINS names {modname!r}, which cannot be imported: {exc}") from exc
+        pm.register(module, name=modname)
     if env.get("MKG_TRACE_PLUGINS"):
         pm.add_hookcall_monitoring(_trace_before, _trace_after)
     pm.check_pending()
@@ -56,6 +68,10 @@ def _process_environ() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def _ordered_names(value: str | None) -> list[str]:
+    return list(dict.fromkeys(part.strip() for part in (value or "").split(",") if part.strip()))
 
 
 def _names(value: str | None) -> set[str]:

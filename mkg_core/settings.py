@@ -86,6 +86,13 @@ class Settings(BaseSettings):
         None, validation_alias="GOOGLE_APPLICATION_CREDENTIALS"
     )
 
+    # Capture (the hook reads MKG_DISABLED and its deadlines from its own environment only)
+    disabled: bool = Field(False, validation_alias="MKG_DISABLED")
+    hook_deadline_session_start: float = Field(2.0, ge=0, validation_alias="MKG_HOOK_DEADLINE_SESSION_START")
+    hook_deadline_prompt: float = Field(1.5, ge=0, validation_alias="MKG_HOOK_DEADLINE_PROMPT")
+    worker_autostart: bool = Field(True, validation_alias="MKG_WORKER_AUTOSTART")
+    worker_idle_seconds: float = Field(600.0, ge=0, validation_alias="MKG_WORKER_IDLE_SECONDS")
+
     # Identity
     project_id: str | None = Field(None, validation_alias="MKG_PROJECT_ID")
     project_root: str | None = Field(None, validation_alias="MKG_PROJECT_ROOT")

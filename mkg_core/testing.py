@@ -8,12 +8,17 @@ asks for ``graph`` gets an empty database: no nodes, no constraints, no indexes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,13 +26,17 @@ from typing import Any
 import pluggy
 import pytest
 
+from . import runtime
 from .graph import Graph
 from .harness import HarnessAdapter
 from .host import PluginHost
 from .plugins import make_plugin_manager
 from .settings import Settings, load_settings
+from .spool import Spool
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Where this interpreter's console scripts (mkg, mkg-hook) are installed.
+BIN_DIR = Path(sys.executable).parent
 LAUNCHER = REPO_ROOT / "devtools" / "neo4j" / "neo4j-dev"
 TEST_PASSWORD = "mkg-test-password"
 
@@ -143,6 +152,108 @@ def check_golden_payload(adapter: HarnessAdapter, path: Path, expected: dict[str
     assert event.raw == json.loads(raw)
 
 
+@dataclass
+class CaptureRig:
+    """Drives the real ``mkg-hook`` and ``mkg worker`` processes on a private state folder.
+
+    Hooks do not start the worker on their own here (``MKG_WORKER_AUTOSTART=0``) unless a test
+    asks them to; :meth:`drain` runs ``mkg worker --once`` and :meth:`start_worker` a foreground
+    worker. Every worker is stopped at teardown.
+    """
+
+    env: dict[str, str]
+    paths: runtime.Paths
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def hook(
+        self,
+        client: str | None,
+        event: str | None,
+        payload: bytes | str | Mapping[str, Any],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[bytes]:
+        if isinstance(payload, Mapping):
+            payload = json.dumps(payload)
+        data = payload.encode() if isinstance(payload, str) else payload
+        argv = [str(BIN_DIR / "mkg-hook")]
+        if client:
+            argv += ["--client", client]
+        if event:
+            argv.append(event)
+        return subprocess.run(
+            argv,
+            input=data,
+            capture_output=True,
+            env={**self.env, **(env or {})},
+            timeout=timeout,
+            check=False,
+        )
+
+    def mkg(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN_DIR / "mkg"), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            check=False,
+        )
+
+    def drain(self, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        """Run ``mkg worker --once``: everything pending goes into the graph, then it exits."""
+        result = self.mkg("worker", "--once", timeout=timeout)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    def start_worker(self, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """A foreground ``mkg worker``; returns once it answers on its socket."""
+        log = open(Path(self.paths.root) / f"foreground-{len(self.workers)}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [str(BIN_DIR / "mkg"), "worker"], env={**self.env, **(env or {})}, stdout=log, stderr=log
+        )
+        log.close()
+        self.workers.append(proc)
+        self.wait_for(
+            lambda: runtime.request(self.paths, {"op": "ping"}, 1.0) is not None, 60, "worker start"
+        )
+        return proc
+
+    def spool(self) -> Spool:
+        return Spool(self.paths.spool)
+
+    def counts(self) -> dict[str, int]:
+        with self.spool() as spool:
+            return spool.counts()
+
+    def wait_drained(self, timeout: float = 120) -> None:
+        self.wait_for(lambda: self.counts()["pending"] == 0, timeout, "the spool to drain")
+
+    @staticmethod
+    def wait_for(check: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+    def close(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        pid = runtime.worker_pid(self.paths)
+        if pid and pid > 0:  # a worker a hook started
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 # -- fixtures ----------------------------------------------------------------------------------
 
 
@@ -207,3 +318,31 @@ def graph(neo4j_server: Neo4jServer, settings: Settings) -> Iterator[Graph]:
     with Graph.connect(settings) as g:
         reset_database(g)
         yield g
+
+
+@pytest.fixture
+def capture(isolated_environment: Path, request: pytest.FixtureRequest) -> Iterator[CaptureRig]:
+    """Real hook and worker processes on a private state folder.
+
+    Pointed at the test Neo4j when the test also uses ``graph`` or ``neo4j_server``; otherwise at a
+    port where nothing listens, so events wait in the spool.
+    """
+    state = Path(tempfile.mkdtemp(prefix="mkg-state-"))
+    env = dict(os.environ)
+    env.update(
+        {
+            "MKG_STATE_DIR": str(state),
+            "MKG_WORKER_AUTOSTART": "0",
+            "MKG_WORKER_IDLE_SECONDS": "60",
+            "NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
+        }
+    )
+    if "neo4j_server" in request.fixturenames or "graph" in request.fixturenames:
+        server: Neo4jServer = request.getfixturevalue("neo4j_server")
+        env.update(server.settings_env())
+    rig = CaptureRig(env=env, paths=runtime.Paths(str(state)))
+    try:
+        yield rig
+    finally:
+        rig.close()
+        shutil.rmtree(state, ignore_errors=True)

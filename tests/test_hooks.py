@@ -13,6 +13,7 @@ from mkg_core.cli import MkgGroup
 from mkg_core.contrib import (
     CaptureContext,
     CaptureHandler,
+    ContextProvider,
     Embedder,
     QueryTool,
     SchemaStatement,
@@ -128,6 +129,38 @@ def test_hook_mkg_register_capture_handlers(pm, host, settings) -> None:
     assert handled == ["PostToolUse"]
     host.run_capture_handlers(handlers, _event("Stop"), context)
     assert handled == ["PostToolUse"]  # the recorder does not match Stop
+
+
+def test_hook_mkg_register_context_providers(pm, host, settings) -> None:
+    class Recap(ContextProvider):
+        name = "recap"
+
+        def provide(self, event, context):
+            return f"recap for {event.session_id}"
+
+    class StopOnly(ContextProvider):
+        name = "stop-only"
+        events = frozenset({"Stop"})
+
+    class Plugin:
+        @hookimpl
+        def mkg_register_context_providers(self, config):
+            return [Recap(), StopOnly()]
+
+    pm.register(Plugin(), name="test-context")
+    providers = host.context_providers(settings)
+    assert [p.name for p in providers] == ["recap", "stop-only"]
+    assert [p.matches(_event("UserPromptSubmit")) for p in providers] == [True, False]
+    assert providers[0].provide(_event("SessionStart"), None) == "recap for s1"
+
+    class Again:
+        @hookimpl
+        def mkg_register_context_providers(self):
+            return [Recap()]
+
+    pm.register(Again(), name="test-again")
+    with pytest.raises(PluginError, match="context provider 'recap' registered twice"):
+        host.context_providers(settings)
 
 
 def test_hook_mkg_register_query_tools(pm, host, settings) -> None:

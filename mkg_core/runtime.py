@@ -1,0 +1,224 @@
+"""Where the hook and the worker meet. Standard library only: the hook fast path imports this.
+
+Everything lives in the user's state folder (``$MKG_STATE_DIR``, else
+``$XDG_STATE_HOME/meta-knowledge-graph``, else ``~/.local/state/meta-knowledge-graph``), created
+owner-only (mode 700):
+
+``spool.db``     the durable event spool (SQLite, WAL)
+``worker.lock``  held by the running worker (one per user); it also records the worker's pid
+``worker.sock``  the worker's unix socket (mode 600) for events that wait for an answer
+``worker.log``   the worker's log, rotated
+
+A socket path longer than the system allows moves to an owner-only folder under the temp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+APP_DIR_NAME = "meta-knowledge-graph"
+SPOOL_FILE = "spool.db"
+LOCK_FILE = "worker.lock"
+SOCKET_FILE = "worker.sock"
+LOG_FILE = "worker.log"
+SPAWN_STAMP = "worker.spawned"
+
+#: Unix socket paths must fit in sockaddr_un (108 bytes on Linux, 104 on macOS).
+_MAX_SOCKET_PATH = 100
+#: A hook that started a worker lets it this long to take its lock before starting another.
+SPAWN_GRACE_SECONDS = 10.0
+
+
+def app_dir(environ: dict[str, str] | os._Environ[str], explicit: str, xdg: str, *fallback: str) -> str:
+    """``$explicit``, else ``$xdg/meta-knowledge-graph``, else ``~/<fallback...>/meta-knowledge-graph``."""
+    if environ.get(explicit):
+        return os.path.expanduser(environ[explicit])
+    if environ.get(xdg):
+        return os.path.join(os.path.expanduser(environ[xdg]), APP_DIR_NAME)
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, *fallback, APP_DIR_NAME)
+
+
+def state_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """The user's MKG state folder (spool, worker lock, socket, log)."""
+    return app_dir(
+        os.environ if environ is None else environ, "MKG_STATE_DIR", "XDG_STATE_HOME", ".local", "state"
+    )
+
+
+def ensure_private_dir(path: str) -> str:
+    """Create ``path`` (and parents) if needed; a folder MKG creates is owner-only."""
+    if not os.path.isdir(path):
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+class Paths:
+    """The files of one state folder."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.spool = os.path.join(root, SPOOL_FILE)
+        self.lock = os.path.join(root, LOCK_FILE)
+        self.log = os.path.join(root, LOG_FILE)
+        self.spawn_stamp = os.path.join(root, SPAWN_STAMP)
+        self.socket = socket_path(root)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | os._Environ[str] | None = None) -> Paths:
+        return cls(state_dir(environ))
+
+    def __repr__(self) -> str:
+        return f"Paths({self.root!r})"
+
+
+def socket_path(root: str) -> str:
+    path = os.path.join(root, SOCKET_FILE)
+    if len(path.encode()) <= _MAX_SOCKET_PATH:
+        return path
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(os.path.abspath(root).encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), f"mkg-{os.getuid()}")
+    return os.path.join(folder, f"{digest}.sock")
+
+
+# -- the worker's liveness -----------------------------------------------------------------------
+
+
+def worker_pid(paths: Paths) -> int | None:
+    """The pid of the running worker, or None when no worker holds the lock."""
+    import fcntl
+
+    try:
+        fd = os.open(paths.lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            # Held: a worker is running. Its pid is the lock file's content.
+            try:
+                return int(os.read(fd, 32).decode().strip() or 0) or -1
+            except (OSError, ValueError):
+                return -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def acquire_worker_lock(paths: Paths) -> int | None:
+    """Take the one-per-user worker lock; return its fd (keep it open), or None if it is taken."""
+    import fcntl
+
+    ensure_private_dir(paths.root)
+    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    # A hook probing liveness holds a shared lock for microseconds: retry briefly.
+    for attempt in range(20):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if attempt == 19:
+                os.close(fd)
+                return None
+            time.sleep(0.01)
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    try:
+        os.unlink(paths.spawn_stamp)
+    except OSError:
+        pass
+    return fd
+
+
+def spawn_worker(
+    paths: Paths, environ: dict[str, str] | os._Environ[str] | None = None, *, force: bool = False
+) -> bool:
+    """Start a detached worker unless one was started moments ago. Return True if one was started.
+
+    The stamp file keeps a burst of concurrent hooks from starting a worker each while the
+    first one is still importing; the worker's lock settles any race that remains.
+    """
+    try:
+        stamp = os.stat(paths.spawn_stamp).st_mtime
+        if not force and time.time() - stamp < SPAWN_GRACE_SECONDS:
+            return False
+    except OSError:
+        pass
+    ensure_private_dir(paths.root)
+    fd = os.open(paths.spawn_stamp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.close(fd)
+    env = dict(os.environ if environ is None else environ)
+    env["MKG_STATE_DIR"] = paths.root
+    devnull = os.devnull
+    os.posix_spawn(
+        sys.executable,
+        [sys.executable, "-c", "from mkg_core.runtime import worker_entry; worker_entry()"],
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0),
+        ],
+        setsid=True,
+    )
+    return True
+
+
+def worker_entry() -> None:
+    """The detached worker process: take the lock before any heavy import, then run."""
+    paths = Paths.from_env()
+    fd = acquire_worker_lock(paths)
+    if fd is None:
+        return  # another worker is running
+    try:
+        os.chdir(paths.root)
+    except OSError:
+        pass
+    from .worker import run_worker
+
+    run_worker(paths, lock_fd=fd, foreground=False)
+
+
+# -- asking the worker ----------------------------------------------------------------------------
+
+
+def request(paths: Paths, message: dict[str, object], timeout: float) -> dict[str, object] | None:
+    """Send one request to the worker and wait at most ``timeout`` seconds for its answer.
+
+    Returns None when there is no worker, it does not answer in time, or the answer is garbled.
+    """
+    import socket
+
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(max(timeout, 0.001))
+            sock.connect(paths.socket)
+            sock.sendall(json.dumps(message).encode() + b"\n")
+            chunks = []
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                sock.settimeout(remaining)
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if chunk.endswith(b"\n"):
+                    break
+    except OSError:
+        return None
+    try:
+        answer = json.loads(b"".join(chunks))
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None

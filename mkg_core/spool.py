@@ -1,0 +1,312 @@
+"""The durable local spool: every captured event waits here until the graph has it.
+
+Standard library only: the hook appends to it. SQLite in WAL mode, so many hooks append at once
+while the worker reads; each append is one committed transaction, so an event is either fully
+in the spool or not at all. The worker marks a row ``done`` only after the graph transaction
+that stored it committed; a row the harness adapter cannot read is marked ``failed`` with the
+reason and kept for inspection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+
+from .redaction import scrub
+
+TYPE_CHECKING = False  # typing itself is too slow to import on the hook path
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+#: Longest string the spool keeps from a payload; longer ones are cut with a marker.
+FIELD_LIMIT = 256 * 1024
+#: Extra text scrubbed past the cut, so a secret straddling it is still recognised.
+_SCRUB_MARGIN = 4096
+#: Rows the worker has stored are kept this long (for ``mkg status``), then pruned.
+DONE_RETENTION_SECONDS = 24 * 3600
+
+#: Environment variables of the hook's process that decide identity; the worker sees them.
+ENV_HINT_KEYS = (
+    "MKG_PROJECT_ID",
+    "MKG_PROJECT_NAME",
+    "MKG_PROJECT_ROOT",
+    "MKG_PROJECT_DIR",
+    "MKG_USER_ID",
+    "MKG_USER_ID_SOURCE",
+    "MKG_CLIENT",
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDE_PLUGIN_ROOT",
+    "CODEX_WORKSPACE_ROOT",
+    "CODEX_PLUGIN_ROOT",
+    "CODEX_HOME",
+    "MKG_HOOK_ROOT",
+    "MKG_PLUGIN_ROOT",
+    "HOME",
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    client TEXT NOT NULL,
+    event TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    record TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    done_at REAL
+);
+CREATE INDEX IF NOT EXISTS events_by_state ON events (state, seq);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+"""
+
+PENDING, DONE, FAILED = "pending", "done", "failed"
+_COLUMNS = "seq, event_id, client, event, session_id, received_at, record, attempts"
+
+
+class SpoolError(Exception):
+    """The spool cannot be opened or written (corrupt file, full disk, permissions)."""
+
+
+# -- building a record (in the hook) ---------------------------------------------------------------
+
+
+def utc_timestamp(ns: int) -> str:
+    """ISO-8601 UTC with microseconds, from nanoseconds since the epoch."""
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest // 1000:06d}Z"
+
+
+def event_id(client: str, session_id: str, event: str, received_at: str, digest: str) -> str:
+    """Fixed when the hook spools the event, so a replayed row or a retried drain creates nothing new."""
+    basis = f"{received_at}\n{digest}".encode()
+    return f"{client}:{session_id}:{event}:{hashlib.sha256(basis).hexdigest()[:16]}"
+
+
+def truncation_marker(total: int) -> str:
+    return f"…[truncated: {total} chars]"
+
+
+def sanitize(value: object, truncated: list[str], path: str = "") -> object:
+    """Scrub private spans and secrets from every string; cut strings over :data:`FIELD_LIMIT`.
+
+    ``truncated`` collects the paths of cut strings, so nothing is dropped silently.
+    """
+    if isinstance(value, str):
+        if len(value) <= FIELD_LIMIT:
+            return scrub(value)
+        kept = scrub(value[: FIELD_LIMIT + _SCRUB_MARGIN])[:FIELD_LIMIT]
+        truncated.append(path or "$")
+        return kept + truncation_marker(len(value))
+    if isinstance(value, dict):
+        return {
+            key: sanitize(item, truncated, f"{path}.{key}" if path else str(key))
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [sanitize(item, truncated, f"{path}[{index}]") for index, item in enumerate(value)]
+    return value
+
+
+# -- the spool file ---------------------------------------------------------------------------------
+
+
+class Spool:
+    """One connection to the spool file. Not shared between threads."""
+
+    def __init__(self, path: str, *, timeout: float = 10.0) -> None:
+        self.path = path
+        folder = os.path.dirname(path)
+        try:
+            if folder and not os.path.isdir(folder):
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+            if not os.path.exists(path):
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            self.db = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise SpoolError(f"spool {path} is unusable ({_describe(exc)})") from exc
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def append(
+        self,
+        *,
+        event_id: str,
+        client: str,
+        event: str,
+        session_id: str,
+        received_at: str,
+        record: dict[str, object],
+    ) -> tuple[int, bool]:
+        """Add an event; return its sequence number and whether it was new (a replay is not)."""
+        try:
+            cursor = self.db.execute(
+                "INSERT OR IGNORE INTO events (event_id, client, event, session_id, received_at, record)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (event_id, client, event, session_id, received_at, json.dumps(record, ensure_ascii=False)),
+            )
+            if cursor.rowcount == 1:
+                return int(cursor.lastrowid or 0), True
+            row = self.db.execute("SELECT seq FROM events WHERE event_id = ?", (event_id,)).fetchone()
+            return int(row[0]), False
+        except sqlite3.Error as exc:
+            raise SpoolError(f"could not write to the spool {self.path} ({_describe(exc)})") from exc
+
+    def mark_done(self, seqs: Iterable[int]) -> None:
+        now = time.time()
+        with self._transaction():
+            self.db.executemany(
+                "UPDATE events SET state = 'done', done_at = ?, error = NULL WHERE seq = ?",
+                [(now, seq) for seq in seqs],
+            )
+
+    def mark_failed(self, seq: int, reason: str) -> None:
+        with self._transaction():
+            self.db.execute(
+                "UPDATE events SET state = 'failed', error = ?, attempts = attempts + 1, done_at = ?"
+                " WHERE seq = ?",
+                (reason[:2000], time.time(), seq),
+            )
+
+    def note_attempt(self, seq: int, error: str) -> int:
+        """Record a failed attempt at a row that stays pending; return the attempt count."""
+        with self._transaction():
+            self.db.execute(
+                "UPDATE events SET attempts = attempts + 1, error = ? WHERE seq = ?", (error[:2000], seq)
+            )
+            row = self.db.execute("SELECT attempts FROM events WHERE seq = ?", (seq,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def requeue(self, state: str = FAILED) -> int:
+        """Put every row in ``state`` back to pending (``mkg worker retry``); return how many."""
+        with self._transaction():
+            cursor = self.db.execute(
+                "UPDATE events SET state = 'pending', attempts = 0, error = NULL, done_at = NULL"
+                " WHERE state = ?",
+                (state,),
+            )
+        return cursor.rowcount
+
+    def prune(self, older_than: float = DONE_RETENTION_SECONDS) -> int:
+        with self._transaction():
+            cursor = self.db.execute(
+                "DELETE FROM events WHERE state = 'done' AND done_at < ?", (time.time() - older_than,)
+            )
+        return cursor.rowcount
+
+    def set_meta(self, values: dict[str, object]) -> None:
+        with self._transaction():
+            self.db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [(key, json.dumps(value)) for key, value in values.items()],
+            )
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def pending(self, limit: int = 100, after: int = 0) -> list[SpoolRow]:
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS} FROM events WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?",
+            (after, limit),
+        ).fetchall()
+        return [SpoolRow(*row) for row in rows]
+
+    def get(self, seq: int) -> SpoolRow | None:
+        row = self.db.execute(
+            f"SELECT {_COLUMNS} FROM events WHERE seq = ?",
+            (seq,),
+        ).fetchone()
+        return SpoolRow(*row) if row else None
+
+    def state_of(self, seq: int) -> str | None:
+        row = self.db.execute("SELECT state FROM events WHERE seq = ?", (seq,)).fetchone()
+        return str(row[0]) if row else None
+
+    def counts(self) -> dict[str, int]:
+        counts = {PENDING: 0, DONE: 0, FAILED: 0}
+        for state, count in self.db.execute("SELECT state, count(*) FROM events GROUP BY state"):
+            counts[str(state)] = int(count)
+        return counts
+
+    def oldest_pending(self) -> str | None:
+        row = self.db.execute("SELECT min(received_at) FROM events WHERE state = 'pending'").fetchone()
+        return str(row[0]) if row and row[0] else None
+
+    def last_failure(self) -> tuple[str, str] | None:
+        row = self.db.execute(
+            "SELECT event_id, error FROM events WHERE state = 'failed' ORDER BY done_at DESC LIMIT 1"
+        ).fetchone()
+        return (str(row[0]), str(row[1] or "")) if row else None
+
+    def meta(self) -> dict[str, object]:
+        return {str(key): json.loads(value) for key, value in self.db.execute("SELECT key, value FROM meta")}
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self.db)
+
+
+class SpoolRow:
+    """One spooled event as the worker reads it."""
+
+    __slots__ = ("attempts", "client", "event", "event_id", "received_at", "record", "seq", "session_id")
+
+    def __init__(
+        self,
+        seq: int,
+        event_id: str,
+        client: str,
+        event: str,
+        session_id: str,
+        received_at: str,
+        record: str,
+        attempts: int,
+    ) -> None:
+        self.seq = seq
+        self.event_id = event_id
+        self.client = client
+        self.event = event
+        self.session_id = session_id
+        self.received_at = received_at
+        self.record: dict[str, object] = json.loads(record)
+        self.attempts = attempts
+
+    def __repr__(self) -> str:
+        return f"<SpoolRow {self.seq} {self.event_id}>"
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if "not a database" in text or "malformed" in text:
+        return f"{text}: the file is corrupt; move it aside and the next event starts a new spool"
+    if "disk is full" in text or "No space" in text or "too large" in text:
+        return f"{text}: free some disk space"
+    return text

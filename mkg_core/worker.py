@@ -1,0 +1,564 @@
+"""The worker: one per user, it moves spooled events into Neo4j and answers waiting hooks.
+
+Started on demand by the hook (detached) or by ``mkg worker`` (in the foreground). It holds the
+one-per-user lock, listens on an owner-only unix socket, and drains the spool in order: each run
+of events goes into the graph in one transaction, capture handlers run, and only then are the
+spool rows marked done. When Neo4j is down the rows stay pending and the worker retries with
+backoff; when nothing happens for ``MKG_WORKER_IDLE_SECONDS`` it exits.
+
+This module is a composition root: it builds the plugin manager and the graph connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from . import runtime
+from .contrib import CaptureContext, CaptureHandler, ContextProvider
+from .errors import ConfigError, GraphUnavailable, MkgError, PayloadError
+from .events import HookEvent
+from .graph import Graph
+from .harness import HarnessAdapter
+from .host import PluginHost
+from .identity import ProjectRef, UserRef, resolve_project, resolve_user
+from .plugins import make_plugin_manager
+from .schema import apply_schema
+from .sessions import CapturedEvent, record_event
+from .settings import Settings, load_settings, secret
+from .spool import Spool, SpoolError, SpoolRow
+
+log = logging.getLogger("mkg.worker")
+
+#: Spool rows drained per round.
+BATCH_SIZE = 200
+#: How often the spool is checked for new rows when nothing wakes the worker, in seconds.
+POLL_INTERVAL = 0.05
+#: A row that keeps failing for a reason other than an unreachable graph is given up after this.
+MAX_ATTEMPTS = 5
+#: Backoff while Neo4j is unreachable or the settings are invalid, in seconds.
+BACKOFF_START, BACKOFF_MAX = 0.5, 15.0
+#: How long cached settings and identities are trusted, in seconds.
+CACHE_SECONDS = 30.0
+LOG_MAX_BYTES, LOG_BACKUPS = 5 * 1024 * 1024, 3
+
+
+class GenericAdapter(HarnessAdapter):
+    """Parses events of a harness no installed plugin knows, with the shared rules."""
+
+    name = "generic"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A spool row made ready for the graph."""
+
+    row: SpoolRow
+    adapter: HarnessAdapter
+    captured: CapturedEvent
+    settings: Settings
+
+    @property
+    def event(self) -> HookEvent:
+        return self.captured.event
+
+
+class RetryLater(Exception):
+    """The row cannot be stored now (graph down, settings invalid); it stays pending."""
+
+
+class Worker:
+    def __init__(self, paths: runtime.Paths, *, environ: dict[str, str] | None = None) -> None:
+        self.paths = paths
+        self.environ = dict(os.environ if environ is None else environ)
+        self.settings = load_settings(environ=self.environ, project_root=paths.root)
+        self.host = PluginHost(make_plugin_manager(environ=self.environ))
+        self.host.configure(self.settings)
+        self.adapters = self.host.harness_adapters()
+        self.handlers: list[CaptureHandler] = self.host.capture_handlers(self.settings)
+        self.providers: list[ContextProvider] = self.host.context_providers(self.settings)
+        self.idle_seconds = self.settings.worker_idle_seconds
+        self.stopping = threading.Event()
+        self.wake = threading.Event()
+        self.started_at = time.time()
+        self.last_activity = time.monotonic()
+        self.stats: dict[str, Any] = {"drained": 0, "failed": 0, "handler_failures": 0, "answers": 0}
+        self.last_error: str | None = None
+        self._graphs: dict[tuple[str, str, str, str], Graph] = {}
+        self._schema_done: set[tuple[str, str, str, str]] = set()
+        self._graph_lock = threading.Lock()
+        self._settings_cache: dict[Any, tuple[float, Settings]] = {}
+        self._identity_cache: dict[Any, tuple[float, ProjectRef, UserRef]] = {}
+        self._drained_through = 0
+        self._drained = threading.Condition()
+        self._retry_at = 0.0
+        self._backoff = BACKOFF_START
+        self.spool = self._open_spool()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def serve(self) -> str:
+        """Drain until stopped or idle; return why it ended. The caller holds the worker lock."""
+        server = _SocketServer(self)
+        thread = threading.Thread(target=server.serve_forever, name="mkg-socket", daemon=True)
+        thread.start()
+        self.spool.set_meta({"pid": os.getpid(), "started_at": self.started_at, "stopped_at": None})
+        log.info("worker %s started (spool %s, socket %s)", os.getpid(), self.paths.spool, self.paths.socket)
+        self.spool.prune()
+        reason = "stopped"
+        try:
+            while not self.stopping.is_set():
+                try:
+                    if self.drain_once():
+                        continue
+                except Exception as exc:  # a bug must not take capture down: log, back off, go on
+                    log.exception("draining the spool failed")
+                    self._defer(f"{type(exc).__name__}: {exc}")
+                if self._idle_expired():
+                    log.info("idle for %.0f s: exiting", self.idle_seconds)
+                    reason = "idle"
+                    break
+                self.wake.wait(POLL_INTERVAL)
+                self.wake.clear()
+        finally:
+            server.shutdown()
+            server.server_close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.paths.socket)
+            self.spool.set_meta({"stopped_at": time.time()})
+            self.close()
+            log.info("worker %s stopped (%s)", os.getpid(), reason)
+        return reason
+
+    def close(self) -> None:
+        with self._graph_lock:
+            for graph in self._graphs.values():
+                with contextlib.suppress(Exception):
+                    graph.close()
+            self._graphs.clear()
+        self.spool.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+
+    def _idle_expired(self) -> bool:
+        if self.idle_seconds <= 0:
+            return False
+        return time.monotonic() - self.last_activity > self.idle_seconds and not self.spool.pending(1)
+
+    def _open_spool(self) -> Spool:
+        try:
+            return Spool(self.paths.spool)
+        except SpoolError as exc:
+            if "corrupt" not in str(exc):
+                raise
+            aside = f"{self.paths.spool}.corrupt-{int(time.time())}"
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    os.replace(self.paths.spool + suffix, aside + suffix)
+            log.error("the spool was corrupt; moved it to %s and started a new one", aside)
+            return Spool(self.paths.spool)
+
+    # -- draining -------------------------------------------------------------------------------
+
+    def drain_once(self) -> bool:
+        """Store the next batch of pending rows. Return True when some rows were handled."""
+        if time.monotonic() < self._retry_at:
+            return False
+        rows = self.spool.pending(BATCH_SIZE)
+        if not rows:
+            return False
+        self.last_activity = time.monotonic()
+        batch: list[Prepared] = []
+        try:
+            for row in rows:
+                prepared = self._prepare_or_fail(row)
+                if prepared is None:
+                    continue
+                if batch and _connection_key(batch[0].settings) != _connection_key(prepared.settings):
+                    self._store(batch)
+                    batch = []
+                batch.append(prepared)
+            if batch:
+                self._store(batch)
+        except RetryLater as exc:
+            self._defer(str(exc))
+            return False
+        self._backoff = BACKOFF_START
+        self._retry_at = 0.0
+        return True
+
+    def _prepare_or_fail(self, row: SpoolRow) -> Prepared | None:
+        try:
+            return self.prepare(row)
+        except PayloadError as exc:
+            log.warning("event %s rejected: %s", row.event_id, exc)
+            self.spool.mark_failed(row.seq, str(exc))
+            self.stats["failed"] += 1
+            self._advance(row.seq)
+            return None
+        except ConfigError as exc:
+            raise RetryLater(str(exc)) from exc
+
+    def prepare(self, row: SpoolRow) -> Prepared:
+        record = row.record
+        payload = record.get("payload")
+        if not isinstance(payload, dict):
+            raise PayloadError("the spooled record has no payload")
+        hints = _str_dict(record.get("env"))
+        env = {**self.environ, **hints}
+        adapter, client = self._adapter_for(row.client, env)
+        argv_event = record.get("argv_event")
+        event = adapter.parse(payload, argv_event if isinstance(argv_event, str) else row.event)
+        if event.harness != client:
+            event = replace(event, harness=client)
+        cwd = record.get("cwd")
+        project, user = self._identity(payload, env, cwd if isinstance(cwd, str) and cwd else None, client)
+        settings = self._settings_for(project.root, hints)
+        truncated = record.get("truncated")
+        payload_bytes = record.get("payload_bytes")
+        captured = CapturedEvent(
+            event=event,
+            event_id=row.event_id,
+            received_at=datetime.fromisoformat(row.received_at),
+            client=client,
+            project=project,
+            user=user,
+            payload_bytes=payload_bytes if isinstance(payload_bytes, int) else 0,
+            truncated=tuple(str(item) for item in truncated) if isinstance(truncated, list) else (),
+        )
+        return Prepared(row, adapter, captured, settings)
+
+    def _store(self, batch: list[Prepared]) -> None:
+        try:
+            graph = self.graph_for(batch[0].settings)
+            graph.write_tx(lambda tx: [record_event(tx, item.captured) for item in batch])
+        except GraphUnavailable as exc:
+            raise RetryLater(str(exc)) from exc
+        except Exception as exc:
+            if len(batch) > 1:  # find the row that fails, store the others
+                for item in batch:
+                    self._store([item])
+                return
+            self._give_up_or_retry(batch[0], exc)
+            return
+        self._after_commit(batch, graph)
+
+    def _after_commit(self, batch: list[Prepared], graph: Graph) -> None:
+        for item in batch:
+            if not self.handlers:
+                break
+            context = CaptureContext(graph, item.settings, item.captured.project, item.captured.user)
+            failures = self.host.run_capture_handlers(self.handlers, item.event, context)
+            self.stats["handler_failures"] += len(failures)
+        self.spool.mark_done(item.row.seq for item in batch)
+        self.stats["drained"] += len(batch)
+        self.spool.set_meta({"drained_total": self.stats["drained"], "last_drain_at": time.time()})
+        self._advance(batch[-1].row.seq)
+
+    def _give_up_or_retry(self, item: Prepared, exc: Exception) -> None:
+        reason = f"{type(exc).__name__}: {exc}"
+        attempts = self.spool.note_attempt(item.row.seq, reason)
+        if attempts >= MAX_ATTEMPTS:
+            log.error("event %s failed %d times, giving up: %s", item.row.event_id, attempts, reason)
+            self.spool.mark_failed(item.row.seq, reason)
+            self.stats["failed"] += 1
+            self._advance(item.row.seq)
+            return
+        raise RetryLater(f"storing event {item.row.event_id} failed ({reason})")
+
+    def _defer(self, reason: str) -> None:
+        if reason != self.last_error:
+            log.warning("events wait in the spool: %s", reason)
+        self.last_error = reason
+        self.spool.set_meta({"last_error": reason, "last_error_at": time.time()})
+        self._retry_at = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def _advance(self, seq: int) -> None:
+        with self._drained:
+            self._drained_through = max(self._drained_through, seq)
+            self._drained.notify_all()
+
+    def wait_drained(self, seq: int, timeout: float) -> bool:
+        """Wait until the row ``seq`` has been handled (stored or given up), at most ``timeout``."""
+        self.wake.set()
+        with self._drained:
+            return self._drained.wait_for(lambda: self._drained_through >= seq, timeout=max(timeout, 0))
+
+    # -- resolution -----------------------------------------------------------------------------
+
+    def _adapter_for(self, client: str, env: dict[str, str]) -> tuple[HarnessAdapter, str]:
+        name = client
+        if name in ("", "auto"):
+            name = self.host.detect_harness(env) or "auto"
+        adapter = self.adapters.get(name)
+        if adapter is not None:
+            return adapter, adapter.name
+        return GenericAdapter(), name
+
+    def _identity(
+        self, payload: dict[str, Any], env: dict[str, str], cwd: str | None, client: str
+    ) -> tuple[ProjectRef, UserRef]:
+        from .identity import ENV_PROJECT_KEYS, PAYLOAD_PROJECT_KEYS
+
+        key = (
+            tuple(str(payload.get(k)) for k in PAYLOAD_PROJECT_KEYS),
+            tuple(
+                sorted(
+                    (k, v) for k, v in env.items() if k.startswith(("MKG_", "CLAUDE", "CODEX")) or k == "HOME"
+                )
+            ),
+            cwd,
+            client,
+            tuple(env.get(k) for k in ENV_PROJECT_KEYS),
+        )
+        now = time.monotonic()
+        cached = self._identity_cache.get(key)
+        if cached and now - cached[0] < CACHE_SECONDS:
+            return cached[1], cached[2]
+        project = resolve_project(payload, env, fallback=cwd or self.paths.root)
+        user = resolve_user(env, project_root=project.root, client=client)
+        self._identity_cache[key] = (now, project, user)
+        return project, user
+
+    def _settings_for(self, project_root: str | None, hints: dict[str, str]) -> Settings:
+        key = (project_root, tuple(sorted(hints.items())))
+        now = time.monotonic()
+        cached = self._settings_cache.get(key)
+        if cached and now - cached[0] < CACHE_SECONDS:
+            return cached[1]
+        env = {**self.environ, **hints}
+        settings = load_settings(environ=env, project_root=project_root or self.paths.root)
+        self._settings_cache[key] = (now, settings)
+        return settings
+
+    def graph_for(self, settings: Settings) -> Graph:
+        """One driver per distinct connection; the schema is applied on first use."""
+        key = _connection_key(settings)
+        with self._graph_lock:
+            graph = self._graphs.get(key)
+            if graph is None:
+                graph = self._graphs[key] = Graph.connect(
+                    settings, connection_timeout=3.0, max_retry_time=2.0
+                )
+            if key not in self._schema_done:
+                try:
+                    apply_schema(graph, self.host.schema_statements(settings))
+                except MkgError as exc:
+                    raise GraphUnavailable(f"could not apply the schema ({exc})") from exc
+                self._schema_done.add(key)
+                log.info(
+                    "connected to %s (database %s); schema applied",
+                    settings.neo4j_uri,
+                    settings.neo4j_database,
+                )
+        return graph
+
+    # -- answering ------------------------------------------------------------------------------
+
+    def answer(self, seq: int, budget: float) -> str:
+        """The stdout for a waiting hook: what the context providers have to inject, rendered."""
+        self.last_activity = time.monotonic()
+        self.stats["answers"] += 1
+        if not self.providers:
+            return ""
+        deadline = time.monotonic() + max(budget - 0.05, 0)
+        with Spool(self.paths.spool) as spool:
+            row = spool.get(seq)
+        if row is None:
+            return ""
+        try:
+            prepared = self.prepare(row)
+        except (PayloadError, ConfigError) as exc:
+            log.warning("cannot answer event %s: %s", row.event_id, exc)
+            return ""
+        event = prepared.event
+        matching = [p for p in self.providers if p.matches(event)]
+        if not matching:
+            return ""
+        # Providers link what they inject to the event, so let it reach the graph first (briefly).
+        self.wait_drained(seq, min((deadline - time.monotonic()) / 2, 0.5))
+        try:
+            graph = self.graph_for(prepared.settings)
+        except GraphUnavailable as exc:
+            log.warning("cannot answer event %s: %s", row.event_id, exc)
+            return ""
+        context = CaptureContext(graph, prepared.settings, prepared.captured.project, prepared.captured.user)
+        texts = []
+        for provider in matching:
+            if time.monotonic() >= deadline:
+                log.warning("answer for %s ran out of time before provider %r", row.event_id, provider.name)
+                break
+            try:
+                text = provider.provide(event, context)
+            except Exception as exc:
+                log.warning("context provider %r failed on %s: %s", provider.name, event.event, exc)
+                continue
+            if text and text.strip():
+                texts.append(text.strip())
+        return prepared.adapter.render_injection(event, "\n\n".join(texts))
+
+    def status(self) -> dict[str, Any]:
+        with Spool(self.paths.spool) as spool:
+            counts = spool.counts()
+        return {
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "uptime_seconds": round(time.time() - self.started_at, 1),
+            "pending": counts["pending"],
+            "last_error": self.last_error,
+            "connections": sorted({key[0] for key in self._graphs}),
+            **self.stats,
+        }
+
+
+def _str_dict(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): str(item) for key, item in value.items()}
+
+
+def _connection_key(settings: Settings) -> tuple[str, str, str, str]:
+    import hashlib
+
+    password = secret(settings.neo4j_password) or ""
+    digest = hashlib.sha256(password.encode()).hexdigest()[:16]
+    return (settings.neo4j_uri, settings.neo4j_username, settings.neo4j_database, digest)
+
+
+# -- the socket -------------------------------------------------------------------------------------
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _SocketServer
+
+    def handle(self) -> None:
+        worker = self.server.worker
+        try:
+            line = self.rfile.readline(1024 * 1024)
+            message = json.loads(line or b"{}")
+            op = message.get("op") if isinstance(message, dict) else None
+            reply: dict[str, Any]
+            if op == "answer":
+                reply = {"stdout": worker.answer(int(message["seq"]), float(message.get("deadline", 1.0)))}
+            elif op == "status":
+                reply = worker.status()
+            elif op == "stop":
+                worker.stop()
+                reply = {"ok": True}
+            elif op == "ping":
+                reply = {"ok": True, "pid": os.getpid()}
+            else:
+                reply = {"error": f"unknown op {op!r}"}
+        except Exception as exc:
+            log.warning("socket request failed: %s: %s", type(exc).__name__, exc)
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        with contextlib.suppress(OSError):
+            self.wfile.write(json.dumps(reply, default=str).encode() + b"\n")
+
+
+class _SocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        path = worker.paths.socket
+        runtime.ensure_private_dir(os.path.dirname(path))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # stale: the lock says no other worker is running
+        old_umask = os.umask(0o177)
+        try:
+            super().__init__(path, _Handler)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+
+
+# -- running ----------------------------------------------------------------------------------------
+
+
+def setup_logging(paths: runtime.Paths, *, foreground: bool) -> None:
+    runtime.ensure_private_dir(paths.root)
+    root = logging.getLogger("mkg")
+    root.setLevel(logging.INFO)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s")
+    handler = logging.handlers.RotatingFileHandler(paths.log, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS)
+    handler.setFormatter(fmt)
+    root.addHandler(handler)
+    with contextlib.suppress(OSError):
+        os.chmod(paths.log, 0o600)
+    if foreground:
+        console = logging.StreamHandler()
+        console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        root.addHandler(console)
+
+
+@contextlib.contextmanager
+def _signals(worker: Worker) -> Iterator[None]:
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: worker.stop())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_worker(
+    paths: runtime.Paths,
+    *,
+    lock_fd: int,
+    foreground: bool,
+    once: bool = False,
+    environ: dict[str, str] | None = None,
+) -> int:
+    """Run the worker with the lock already held; release it on the way out. Return an exit code."""
+    os.umask(0o077)
+    setup_logging(paths, foreground=foreground)
+    reason = "failed"
+    try:
+        try:
+            worker = Worker(paths, environ=environ)
+        except (MkgError, SpoolError) as exc:
+            log.error("the worker cannot start: %s", exc)
+            return 1
+        if once:
+            worker.idle_seconds = 0
+            try:
+                while worker.drain_once():
+                    pass
+                return 0 if not worker.last_error else 1
+            finally:
+                worker.close()
+        with _signals(worker):
+            reason = worker.serve()
+        return 0
+    finally:
+        os.close(lock_fd)
+        if reason == "idle":
+            _respawn_if_needed(paths)
+
+
+def _respawn_if_needed(paths: runtime.Paths) -> None:
+    """A hook may have spooled an event while this worker was exiting and seen it still alive."""
+    try:
+        with Spool(paths.spool) as spool:
+            pending = spool.counts()["pending"]
+    except SpoolError:
+        return
+    if pending and runtime.worker_pid(paths) is None:
+        runtime.spawn_worker(paths)
