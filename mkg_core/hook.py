@@ -155,13 +155,15 @@ def _run(
         _say(stderr, f"oversized payload fields truncated ({shown}); the event was recorded")
 
     autostart = (env.get("MKG_WORKER_AUTOSTART") or "1").strip().lower() not in ("0", "false", "no", "off")
-    if autostart and runtime.worker_pid(paths) is None:
+    starting = False
+    if runtime.worker_pid(paths) is None and autostart:
         try:
             runtime.spawn_worker(paths, env)
+            starting = True
         except OSError as exc:
             _say(stderr, f"could not start the worker ({exc}); the event waits in the spool")
     if event in ANSWERING_EVENTS:
-        _answer(paths, seq, event, env, started, stdout)
+        _answer(paths, seq, event, env, started, stdout, starting=starting)
 
 
 def _answer(
@@ -171,6 +173,8 @@ def _answer(
     env: dict[str, str] | os._Environ[str],
     started: float,
     stdout: TextIO,
+    *,
+    starting: bool,
 ) -> None:
     """Ask the worker what to inject; print it, or nothing once the deadline has passed."""
     variable, default = ANSWER_DEADLINES.get(event, ("", 1.5))
@@ -189,8 +193,11 @@ def _answer(
             if isinstance(text, str) and text and time.monotonic() < deadline:
                 stdout.write(text if text.endswith("\n") else text + "\n")
             return
-        if os.path.exists(paths.socket) and runtime.worker_pid(paths) is not None:
+        alive = runtime.worker_pid(paths) is not None
+        if alive and os.path.exists(paths.socket):
             return  # the worker is up but did not answer in time
+        if not alive and not starting:
+            return  # no worker, and none coming: nobody will answer
         time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))  # a starting worker: try again
 
 

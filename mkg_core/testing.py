@@ -267,6 +267,8 @@ def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pyte
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MKG_CONFIG_DIR", str(home / ".config" / "meta-knowledge-graph"))
     monkeypatch.setenv("MKG_STATE_DIR", str(home / ".local" / "state" / "meta-knowledge-graph"))
+    # A hook run by a test never leaves a background worker behind (the capture rig starts its own).
+    monkeypatch.setenv("MKG_WORKER_AUTOSTART", "0")
     return home
 
 

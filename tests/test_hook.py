@@ -66,18 +66,31 @@ def test_every_captured_payload_is_spooled(capture: CaptureRig, folder: Path, cl
         assert row["record"]["payload_bytes"] == len((folder / f"{row['event']}.json").read_bytes())
 
 
-def test_answering_event_without_a_worker_prints_nothing_within_its_deadline(capture: CaptureRig) -> None:
+def test_cold_start_never_blocks_past_the_deadline(capture: CaptureRig) -> None:
     started = time.monotonic()
     result = capture.hook(
         "claude",
         "UserPromptSubmit",
         _payload(CLAUDE, "UserPromptSubmit"),
-        env={"MKG_HOOK_DEADLINE_PROMPT": "0.4"},
+        env={"MKG_HOOK_DEADLINE_PROMPT": "0.3", "MKG_WORKER_AUTOSTART": "1"},
     )
     elapsed = time.monotonic() - started
-    assert (result.returncode, result.stdout) == (0, b"")
-    assert elapsed < 5  # the deadline plus process start, never an indefinite wait
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert elapsed < 3  # the deadline plus process start; the worker was still starting
     assert len(_rows(capture)) == 1
+    capture.wait_for(lambda: runtime.worker_pid(capture.paths) is not None, 30, "the worker it started")
+
+
+def test_without_a_worker_or_autostart_nothing_waits(capture: CaptureRig) -> None:
+    started = time.monotonic()
+    result = capture.hook(
+        "claude",
+        "SessionStart",
+        _payload(CLAUDE, "SessionStart"),
+        env={"MKG_HOOK_DEADLINE_SESSION_START": "20"},
+    )
+    assert (result.returncode, result.stdout) == (0, b"")
+    assert time.monotonic() - started < 10  # did not sit out the 20 s deadline
 
 
 def test_the_same_payload_twice_is_two_events(capture: CaptureRig) -> None:
