@@ -66,6 +66,7 @@ CREATE INDEX IF NOT EXISTS events_by_state ON events (state, seq);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
+SCHEMA_VERSION = 1
 PENDING, DONE, FAILED = "pending", "done", "failed"
 _COLUMNS = "seq, event_id, client, event, session_id, received_at, record, attempts"
 
@@ -129,9 +130,10 @@ class Spool:
             if not os.path.exists(path):
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
             self.db = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
-            self.db.executescript(_SCHEMA)
+            if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                self.db.execute("PRAGMA journal_mode=WAL")  # persistent: set once per file
+                self.db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
         except (sqlite3.Error, OSError) as exc:
             raise SpoolError(f"spool {path} is unusable ({_describe(exc)})") from exc
 

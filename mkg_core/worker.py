@@ -32,12 +32,19 @@ from .events import HookEvent
 from .graph import Graph
 from .harness import HarnessAdapter
 from .host import PluginHost
-from .identity import ProjectRef, UserRef, resolve_project, resolve_user
+from .identity import (
+    ENV_PROJECT_KEYS,
+    PAYLOAD_PROJECT_KEYS,
+    ProjectRef,
+    UserRef,
+    resolve_project,
+    resolve_user,
+)
 from .plugins import make_plugin_manager
 from .schema import apply_schema
 from .sessions import CapturedEvent, record_event
 from .settings import Settings, load_settings, secret
-from .spool import Spool, SpoolError, SpoolRow
+from .spool import ENV_HINT_KEYS, Spool, SpoolError, SpoolRow
 
 log = logging.getLogger("mkg.worker")
 
@@ -82,6 +89,11 @@ class Worker:
     def __init__(self, paths: runtime.Paths, *, environ: dict[str, str] | None = None) -> None:
         self.paths = paths
         self.environ = dict(os.environ if environ is None else environ)
+        # Per event, identity comes from the hook that saw it, never from whichever hook started
+        # this worker: the inherited identity variables are left out and the event's own added.
+        self._event_base_env = {
+            k: v for k, v in self.environ.items() if k not in ENV_HINT_KEYS or k == "HOME"
+        }
         self.settings = load_settings(environ=self.environ, project_root=paths.root)
         self.host = PluginHost(make_plugin_manager(environ=self.environ))
         self.host.configure(self.settings)
@@ -218,15 +230,24 @@ class Worker:
         if not isinstance(payload, dict):
             raise PayloadError("the spooled record has no payload")
         hints = _str_dict(record.get("env"))
-        env = {**self.environ, **hints}
+        env = {**self._event_base_env, **hints}
         adapter, client = self._adapter_for(row.client, env)
         argv_event = record.get("argv_event")
         event = adapter.parse(payload, argv_event if isinstance(argv_event, str) else row.event)
         if event.harness != client:
             event = replace(event, harness=client)
         cwd = record.get("cwd")
-        project, user = self._identity(payload, env, cwd if isinstance(cwd, str) and cwd else None, client)
+        folder = cwd if isinstance(cwd, str) and cwd else None
+        project, user = self._identity(payload, env, folder, client)
         settings = self._settings_for(project.root, hints)
+        # MKG_PROJECT_ID / MKG_USER_ID set in a .env file pin identity too.
+        pins = {
+            name: value
+            for name, value in (("MKG_PROJECT_ID", settings.project_id), ("MKG_USER_ID", settings.user_id))
+            if value and not env.get(name)
+        }
+        if pins:
+            project, user = self._identity(payload, {**env, **pins}, folder, client)
         truncated = record.get("truncated")
         payload_bytes = record.get("payload_bytes")
         captured = CapturedEvent(
@@ -312,8 +333,6 @@ class Worker:
     def _identity(
         self, payload: dict[str, Any], env: dict[str, str], cwd: str | None, client: str
     ) -> tuple[ProjectRef, UserRef]:
-        from .identity import ENV_PROJECT_KEYS, PAYLOAD_PROJECT_KEYS
-
         key = (
             tuple(str(payload.get(k)) for k in PAYLOAD_PROJECT_KEYS),
             tuple(
@@ -340,7 +359,7 @@ class Worker:
         cached = self._settings_cache.get(key)
         if cached and now - cached[0] < CACHE_SECONDS:
             return cached[1]
-        env = {**self.environ, **hints}
+        env = {**self._event_base_env, **hints}
         settings = load_settings(environ=env, project_root=project_root or self.paths.root)
         self._settings_cache[key] = (now, settings)
         return settings

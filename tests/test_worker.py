@@ -340,3 +340,35 @@ def test_an_idle_worker_exits(capture: CaptureRig, graph: Graph) -> None:
     assert proc.wait(30) == 0
     assert capture.counts()["done"] == 1
     assert "idle for 1 s: exiting" in Path(capture.paths.log).read_text()
+
+
+def test_identity_comes_from_each_events_own_hook(capture: CaptureRig, graph: Graph, tmp_path: Path) -> None:
+    # The worker inherits the environment of whoever started it; that must not pin later events.
+    capture.start_worker(env={"MKG_PROJECT_ID": "whoever-started-it", "MKG_USER_ID": "first@example.com"})
+    folder = tmp_path / "shop-frontend"
+    folder.mkdir()
+    capture.hook("claude", "PreToolUse", _payload(CLAUDE, "PreToolUse", session_id="plain", cwd=str(folder)))
+    pinned = _payload(CLAUDE, "PreToolUse", session_id="pinned", cwd=str(folder))
+    capture.hook(
+        "claude", "PreToolUse", pinned, env={"MKG_PROJECT_ID": "Pinned Project", "MKG_USER_ID": "Ana@X.io"}
+    )
+    capture.wait_drained()
+    rows = graph.read(
+        "MATCH (e:SessionEvent) RETURN e.session_id AS s, e.project_id AS p, e.user_id AS u ORDER BY s"
+    )
+    assert rows[0]["s"] == "pinned" and (rows[0]["p"], rows[0]["u"]) == ("pinned-project", "ana@x.io")
+    assert rows[1]["s"] == "plain" and rows[1]["p"].startswith("shop-frontend-")
+    assert rows[1]["u"] != "first@example.com"
+
+
+def test_the_worker_moves_a_corrupt_spool_aside(capture: CaptureRig) -> None:
+    runtime.ensure_private_dir(capture.paths.root)
+    Path(capture.paths.spool).write_bytes(b"garbage, not a database " * 100)
+    assert b"corrupt" in capture.hook("claude", "Stop", _payload(CLAUDE, "Stop")).stderr
+    capture.drain()
+    aside = [name for name in os.listdir(capture.paths.root) if name.startswith("spool.db.corrupt-")]
+    assert len(aside) == 1
+    assert "spool was corrupt" in Path(capture.paths.log).read_text()
+    result = capture.hook("claude", "Stop", _payload(CLAUDE, "Stop"))
+    assert (result.returncode, result.stderr) == (0, b"")
+    assert capture.counts()["pending"] == 1
