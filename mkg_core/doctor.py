@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from . import runtime
 from .errors import MkgError
 from .graph import Graph
 from .plugins import describe_plugins
@@ -222,10 +223,57 @@ def check_llm(host: PluginHost, settings: Settings) -> list[Check]:
     return checks
 
 
+def check_capture() -> list[Check]:
+    """The spool and the worker: events waiting, events given up on."""
+    from .worker_cli import collect_status
+
+    report = collect_status(runtime.Paths.from_env())
+    spool, worker = report["spool"], report["worker"]
+    if spool.get("error"):
+        return [
+            Check(
+                "capture", "fail", spool["error"], f"move {spool['path']} aside; the worker starts a new one"
+            )
+        ]
+    checks = []
+    running = f"worker running (pid {worker['pid']})" if worker["running"] else "worker not running"
+    if spool["pending"] and not worker["running"]:
+        checks.append(
+            Check(
+                "capture",
+                "warn",
+                f"{spool['pending']} event(s) wait in the spool, {running}",
+                "mkg worker start",
+            )
+        )
+    elif spool["pending"] and report.get("last_error"):
+        checks.append(
+            Check(
+                "capture",
+                "warn",
+                f"{spool['pending']} event(s) wait in the spool: {report['last_error']}",
+                "see `mkg status` and the worker log",
+            )
+        )
+    else:
+        checks.append(Check("capture", "ok", f"{running}; {spool['pending']} event(s) pending"))
+    if spool.get("failed"):
+        checks.append(
+            Check(
+                "capture",
+                "warn",
+                f"{spool['failed']} event(s) could not be stored; last: {spool.get('last_failure')}",
+                "`mkg worker retry` after fixing the cause",
+            )
+        )
+    return checks
+
+
 def run_checks(host: PluginHost, settings: Settings) -> list[Check]:
     checks = check_config(settings)
     checks += check_plugins(host, settings)
     checks += check_graph(host, settings)
+    checks += check_capture()
     checks += check_llm(host, settings)
     return checks
 

@@ -372,3 +372,21 @@ def test_the_worker_moves_a_corrupt_spool_aside(capture: CaptureRig) -> None:
     result = capture.hook("claude", "Stop", _payload(CLAUDE, "Stop"))
     assert (result.returncode, result.stderr) == (0, b"")
     assert capture.counts()["pending"] == 1
+
+
+def test_doctor_reports_waiting_and_failed_events(capture: CaptureRig) -> None:
+    capture.hook("claude", "Stop", _payload(CLAUDE, "Stop"))
+    checks = [c for c in json.loads(capture.mkg("doctor", "--json").stdout) if c["name"] == "capture"]
+    assert checks == [
+        {
+            "name": "capture",
+            "status": "warn",
+            "detail": "1 event(s) wait in the spool, worker not running",
+            "fix": "mkg worker start",
+        }
+    ]
+    with capture.spool() as spool:
+        spool.mark_failed(1, "PayloadError: broken")
+    checks = [c for c in json.loads(capture.mkg("doctor", "--json").stdout) if c["name"] == "capture"]
+    assert [c["status"] for c in checks] == ["ok", "warn"]
+    assert "1 event(s) could not be stored" in checks[1]["detail"] and "broken" in checks[1]["detail"]
