@@ -142,6 +142,8 @@ class CaptureContext:
     settings: Settings
     project: ProjectRef | None = None
     user: UserRef | None = None
+    #: The captured event's id (``:SessionEvent.event_id``), when there is one.
+    event_id: str | None = None
 
 
 class CaptureHandler:
@@ -180,6 +182,10 @@ class ContextProvider:
 
     def provide(self, event: HookEvent, context: CaptureContext) -> str | None:
         raise NotImplementedError
+
+    def warm_up(self, graph: Graph) -> None:
+        """Called when the worker connects to a database, so the first answer is not the slow one
+        (for instance: run the provider's queries once so Neo4j plans them). Optional."""
 
 
 class Embedder:

@@ -93,6 +93,13 @@ class Settings(BaseSettings):
     worker_autostart: bool = Field(True, validation_alias="MKG_WORKER_AUTOSTART")
     worker_idle_seconds: float = Field(600.0, ge=0, validation_alias="MKG_WORKER_IDLE_SECONDS")
 
+    # Recall
+    recall_budget_prompt: int = Field(1500, ge=0, validation_alias="MKG_RECALL_BUDGET_PROMPT")
+    recall_budget_session_start: int = Field(2000, ge=0, validation_alias="MKG_RECALL_BUDGET_SESSION_START")
+    recall_limit: int = Field(8, ge=1, validation_alias="MKG_RECALL_LIMIT")
+    recall_min_words: int = Field(3, ge=0, validation_alias="MKG_RECALL_MIN_WORDS")
+    recall_min_score: float = Field(0.3, ge=0, le=1, validation_alias="MKG_RECALL_MIN_SCORE")
+
     # Identity
     project_id: str | None = Field(None, validation_alias="MKG_PROJECT_ID")
     project_root: str | None = Field(None, validation_alias="MKG_PROJECT_ROOT")

@@ -128,6 +128,11 @@ class Worker:
         self.spool.set_meta({"pid": os.getpid(), "started_at": self.started_at, "stopped_at": None})
         log.info("worker %s started (spool %s, socket %s)", os.getpid(), self.paths.spool, self.paths.socket)
         self.spool.prune()
+        try:  # connect and apply the schema now, not while a hook waits for an answer
+            self.graph_for(self.settings)
+        except GraphUnavailable as exc:
+            self._defer(str(exc))
+            self._retry_at = 0.0
         reason = "stopped"
         try:
             while not self.stopping.is_set():
@@ -281,7 +286,8 @@ class Worker:
         for item in batch:
             if not self.handlers:
                 break
-            context = CaptureContext(graph, item.settings, item.captured.project, item.captured.user)
+            captured = item.captured
+            context = CaptureContext(graph, item.settings, captured.project, captured.user, captured.event_id)
             failures = self.host.run_capture_handlers(self.handlers, item.event, context)
             self.stats["handler_failures"] += len(failures)
         self.spool.mark_done(item.row.seq for item in batch)
@@ -379,6 +385,11 @@ class Worker:
                 except MkgError as exc:
                     raise GraphUnavailable(f"could not apply the schema ({exc})") from exc
                 self._schema_done.add(key)
+                for provider in self.providers:
+                    try:
+                        provider.warm_up(graph)
+                    except Exception as exc:
+                        log.warning("context provider %r could not warm up: %s", provider.name, exc)
                 log.info(
                     "connected to %s (database %s); schema applied",
                     settings.neo4j_uri,
@@ -415,7 +426,8 @@ class Worker:
         except GraphUnavailable as exc:
             log.warning("cannot answer event %s: %s", row.event_id, exc)
             return ""
-        context = CaptureContext(graph, prepared.settings, prepared.captured.project, prepared.captured.user)
+        captured = prepared.captured
+        context = CaptureContext(graph, prepared.settings, captured.project, captured.user, captured.event_id)
         texts = []
         for provider in matching:
             if time.monotonic() >= deadline:

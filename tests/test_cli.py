@@ -35,7 +35,11 @@ def test_mkg_plugins_prints_json() -> None:
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert [row["name"] for row in rows] == ["mkg_core.builtin.core"]
-    assert rows[0]["hooks"] == ["mkg_register_query_tools", "mkg_register_schema_statements"]
+    assert rows[0]["hooks"] == [
+        "mkg_register_context_providers",
+        "mkg_register_query_tools",
+        "mkg_register_schema_statements",
+    ]
 
 
 def test_mcp_server_entry_says_it_is_not_available() -> None:

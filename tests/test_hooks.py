@@ -149,7 +149,9 @@ def test_hook_mkg_register_context_providers(pm, host, settings) -> None:
 
     pm.register(Plugin(), name="test-context")
     providers = host.context_providers(settings)
-    assert [p.name for p in providers] == ["recap", "stop-only"]
+    # The core's recall providers come first.
+    assert [p.name for p in providers] == ["system-prompt", "project-context", "recap", "stop-only"]
+    providers = providers[2:]
     assert [p.matches(_event("UserPromptSubmit")) for p in providers] == [True, False]
     assert providers[0].provide(_event("SessionStart"), None) == "recap for s1"
 

@@ -258,7 +258,7 @@ def test_waiting_hooks_get_the_workers_answer(capture: CaptureRig, graph: Graph)
     }
     result = capture.hook("codex", "SessionStart", _payload(CODEX, "SessionStart"))
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert context.startswith("probe saw SessionStart")
+    assert context.endswith("probe saw SessionStart: startup")  # after the core's system prompt
     # Events that do not wait print nothing.
     assert capture.hook("claude", "PreToolUse", _payload(CLAUDE, "PreToolUse")).stdout == b""
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..contrib import QueryTool, SchemaStatement
+from ..contrib import ContextProvider, QueryTool, SchemaStatement
 from ..hookspecs import hookimpl
+from ..recall import ProjectContextProvider, SystemPromptProvider
 from ..schema import core_statements
 
 if TYPE_CHECKING:
@@ -25,3 +26,9 @@ def mkg_register_query_tools() -> Iterable[QueryTool]:
     return [
         QueryTool("neo4j_read_cypher", language="cypher", description="read-only Cypher on the MKG graph")
     ]
+
+
+@hookimpl(tryfirst=True)
+def mkg_register_context_providers() -> Iterable[ContextProvider]:
+    """Recall: the system prompt at session start, then the relevant project memory."""
+    return [SystemPromptProvider(), ProjectContextProvider()]

@@ -1,0 +1,210 @@
+"""Recall through real hook runs: the worker answers SessionStart and UserPromptSubmit from Neo4j."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mkg_core.graph import Graph
+from mkg_core.recall import (
+    BOOTSTRAP_PROMPT,
+    FENCE_CLOSE,
+    FENCE_OPEN,
+    estimate_tokens,
+    keyword_query,
+    strip_recalled,
+)
+from mkg_core.testing import CaptureRig
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"
+CODEX = ROOT / "harnesses" / "mkg-codex" / "tests" / "payloads"
+PROJECT, USER = "recall-test", "ana@example.com"
+# Generous deadlines: these tests are about what is injected, not how fast (see docs/benchmarks.md).
+IDENTITY = {
+    "MKG_PROJECT_ID": PROJECT,
+    "MKG_USER_ID": USER,
+    "MKG_HOOK_DEADLINE_PROMPT": "20",
+    "MKG_HOOK_DEADLINE_SESSION_START": "20",
+}
+
+
+def _payload(folder: Path, event: str, **changes: object) -> dict:
+    return {**json.loads((folder / f"{event}.json").read_text()), **changes}
+
+
+def _learning(
+    graph: Graph,
+    lid: str,
+    text: str,
+    *,
+    scope: str = "project",
+    status: str = "approved",
+    project: str = PROJECT,
+    user: str = USER,
+    confidence: float = 0.9,
+) -> None:
+    graph.write(
+        "CREATE (:Learning {id: $id, text: $text, scope: $scope, status: $status, project_id: $project, "
+        "user_id: $user, confidence: $confidence})",
+        {"id": lid, "text": text, "scope": scope, "status": status, "project": project, "user": user,
+         "confidence": confidence},
+    )  # fmt: skip
+
+
+def _context(result) -> str:
+    assert result.returncode == 0, result.stderr
+    if not result.stdout:
+        return ""
+    return json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def _prompt(rig: CaptureRig, text: str, session: str = "recall-session", client: str = "claude") -> str:
+    folder = CLAUDE if client == "claude" else CODEX
+    payload = _payload(folder, "UserPromptSubmit", prompt=text, session_id=session)
+    return _context(rig.hook(client, "UserPromptSubmit", payload, env=IDENTITY))
+
+
+def test_keyword_query_never_passes_lucene_syntax() -> None:
+    assert (
+        keyword_query('deploy AND (staging OR "k8s") ~ [a TO z] \\ / ^ : * ? -x +y') == "deploy staging k8s"
+    )
+    assert keyword_query("ok, go") is None
+
+
+def test_a_prompt_recalls_relevant_memory_once_per_session(capture: CaptureRig, graph: Graph) -> None:
+    _learning(graph, "l-deploy", "Deploy staging with the kubernetes helm chart in deploy/staging")
+    _learning(graph, "l-cand", "The staging kubernetes cluster needs VPN access", status="candidate")
+    _learning(
+        graph,
+        "l-user",
+        "Ana wants every deploy to the staging kubernetes cluster announced in chat",
+        scope="user",
+        project="x",
+    )
+    _learning(graph, "l-unrelated", "The logo colour is teal")
+    _learning(graph, "l-rejected", "Deploy staging by hand with kubectl apply", status="rejected")
+    _learning(graph, "l-other-project", "Deploy staging kubernetes via ArgoCD", project="another-project")
+    _learning(
+        graph, "l-other-user", "Bo deploys kubernetes staging on Fridays", scope="user", user="bo@example.com"
+    )
+    capture.start_worker()
+    context = _prompt(capture, "How do we deploy the staging kubernetes cluster?")
+    assert context.startswith(FENCE_OPEN) and context.endswith(FENCE_CLOSE)
+    assert "Deploy staging with the kubernetes helm chart" in context
+    assert "[candidate, confidence 0.90] The staging kubernetes cluster needs VPN access" in context
+    assert "About the user (ana@example.com):" in context and "Ana wants every deploy" in context
+    for absent in ("teal", "by hand", "ArgoCD", "Bo deploys"):
+        assert absent not in context
+    served = graph.read(
+        "MATCH (l:Learning)-[r:INJECTED_IN]->(:Session {session_id: 'recall-session'}) "
+        "MATCH (l)-[:INJECTED_AT]->(e:SessionEvent {event_name: 'UserPromptSubmit'}) "
+        "RETURN l.id AS id, l.use_count AS uses, r.hook_event AS hook ORDER BY id"
+    )
+    assert served == [
+        {"id": "l-cand", "uses": 1, "hook": "UserPromptSubmit"},
+        {"id": "l-deploy", "uses": 1, "hook": "UserPromptSubmit"},
+        {"id": "l-user", "uses": 1, "hook": "UserPromptSubmit"},
+    ]
+    # The same session never gets the same learning twice; another session does.
+    assert _prompt(capture, "How do we deploy the staging kubernetes cluster?") == ""
+    assert "helm chart" in _prompt(
+        capture, "deploy the staging kubernetes cluster", session="other", client="codex"
+    )
+
+
+def test_memory_first_produced_in_the_session_is_not_echoed(capture: CaptureRig, graph: Graph) -> None:
+    _learning(graph, "l-fresh", "Release notes are generated from the changelog folder")
+    capture.start_worker()
+    capture.hook("claude", "Stop", _payload(CLAUDE, "Stop", session_id="fresh"), env=IDENTITY)
+    capture.wait_drained()
+    graph.write(
+        "MATCH (l:Learning {id: 'l-fresh'}), (s:Session {session_id: 'fresh'}) MERGE (l)-[:FROM_SESSION]->(s)"
+    )
+    assert _prompt(capture, "where are the release notes generated from?", session="fresh") == ""
+    assert "changelog folder" in _prompt(
+        capture, "where are the release notes generated from?", session="next"
+    )
+
+
+def test_trivial_unrelated_and_odd_prompts(capture: CaptureRig, graph: Graph) -> None:
+    _learning(graph, "l-db", "The database migrations live in db/migrate and run with make migrate")
+    capture.start_worker()
+    assert _prompt(capture, "ok go") == ""  # trivial
+    assert _prompt(capture, "What colour should the new button be?") == ""  # below the floor: nothing
+    odd = 'migrations AND (db OR "migrate") ~ [a TO z] \\ / ^ : * ? -x +y'
+    assert "db/migrate" in _prompt(capture, odd)  # Lucene syntax in a prompt is just text
+    assert "failed" not in Path(capture.paths.log).read_text()
+
+
+def test_the_token_budget_bounds_the_injection(capture: CaptureRig, graph: Graph) -> None:
+    for index in range(8):
+        _learning(
+            graph, f"l-{index}", f"Invoice export step {index}: the invoice exporter writes CSV " + "x" * 200
+        )
+    capture.start_worker(env={"MKG_RECALL_BUDGET_PROMPT": "200"})
+    context = _prompt(capture, "how does the invoice exporter write CSV files?")
+    assert 0 < context.count("Invoice export step") < 8
+    assert estimate_tokens(context) <= 200
+    injected = graph.read("MATCH (l:Learning)-[:INJECTED_IN]->() RETURN count(l) AS n")[0]["n"]
+    assert injected == context.count("Invoice export step")  # only what was shown is marked
+
+
+def test_approved_ranks_above_candidate_at_equal_relevance(capture: CaptureRig, graph: Graph) -> None:
+    _learning(graph, "l-a-cand", "Cache invalidation uses the redis pubsub channel", status="candidate")
+    _learning(graph, "l-b-appr", "Cache invalidation uses the redis pubsub channel", status="approved")
+    capture.start_worker()
+    context = _prompt(capture, "how does cache invalidation work with redis?")
+    assert context.index("[approved") < context.index("[candidate")
+
+
+def test_session_start_injects_the_prompt_activity_and_queue(capture: CaptureRig, graph: Graph) -> None:
+    _learning(graph, "l-waiting", "Builds need Node 20", status="candidate")
+    graph.write(
+        "MERGE (p:Project {id: $project}) "
+        "CREATE (p)-[:HAS_OBSERVATION]->(:Observation {id: 'o1', type: 'bugfix', "
+        "title: 'Fixed the flaky login test', created_at: datetime() - duration('PT3H')}) "
+        "CREATE (p)-[:HAS_OBSERVATION]->(:Observation {id: 'o2', type: 'feature', title: 'Added CSV export', "
+        "created_at: datetime() - duration('PT10M')})",
+        {"project": PROJECT},
+    )
+    capture.start_worker()
+    start = _payload(CODEX, "SessionStart", session_id="start-session", source="startup")
+    context = _context(capture.hook("codex", "SessionStart", start, env=IDENTITY))
+    assert context.startswith(BOOTSTRAP_PROMPT.strip()[:60])
+    activity = context[context.index("Recent project activity") :]
+    assert activity.index("Added CSV export") < activity.index("Fixed the flaky login test")  # by recency
+    assert "[feature, 10m ago]" in activity and "[bugfix, 3h ago]" in activity
+    assert "1 learning(s) wait in the review queue" in context
+    [log] = graph.read(
+        "MATCH (:Session {session_id: 'start-session'})-[:INJECTED]->(i:SystemPromptInjection) "
+        "RETURN i.content_sha AS sha, i.summary AS summary, i.source AS source, keys(i) AS keys"
+    )
+    assert log["source"] == "bootstrap" and "content" not in log["keys"]
+    assert BOOTSTRAP_PROMPT[:40] not in json.dumps(log)  # the log never copies the prompt text
+
+    # Resumed: the same prompt is not injected again. Cleared: it is.
+    again = _context(capture.hook("codex", "SessionStart", {**start, "source": "resume"}, env=IDENTITY))
+    assert BOOTSTRAP_PROMPT.strip()[:60] not in again
+    cleared = _context(capture.hook("codex", "SessionStart", {**start, "source": "clear"}, env=IDENTITY))
+    assert cleared.startswith(BOOTSTRAP_PROMPT.strip()[:60])
+
+
+def test_a_stored_system_prompt_wins_and_is_linked(capture: CaptureRig, graph: Graph) -> None:
+    graph.write(
+        "CREATE (:SystemPrompt {name: 'default', content: 'You are the release captain.', version: 3})"
+    )
+    capture.start_worker()
+    start = _payload(CLAUDE, "SessionStart", session_id="captain")
+    context = _context(capture.hook("claude", "SessionStart", start, env=IDENTITY))
+    assert context.startswith("You are the release captain.")
+    [row] = graph.read(
+        "MATCH (:Session {session_id: 'captain'})-[:INJECTED]->(i)-[:OF_PROMPT]->(p:SystemPrompt) "
+        "RETURN i.source AS source, p.version AS version"
+    )
+    assert row == {"source": "graph", "version": 3}
+
+
+def test_recalled_blocks_can_be_stripped() -> None:
+    text = f"before {FENCE_OPEN}\nsecret memory\n{FENCE_CLOSE} after"
+    assert strip_recalled(text) == "before  after"
