@@ -1,4 +1,4 @@
-"""``mkg doctor``: check configuration, Neo4j, schema, LLM and embeddings, and say what to fix."""
+"""``mkg doctor``: check configuration, Neo4j, schema, capture, LLM and embeddings, and say what to fix."""
 
 from __future__ import annotations
 
@@ -285,7 +285,7 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_obj
 def doctor_command(app: App, as_json: bool) -> None:
-    """Check settings, Neo4j, schema, LLM and embeddings; exit 1 when something must be fixed."""
+    """Check settings, Neo4j, schema, capture, LLM and embeddings; exit 1 when something must be fixed."""
     try:
         settings = app.settings()
     except MkgError as exc:

@@ -18,31 +18,19 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-APP_DIR_NAME = "meta-knowledge-graph"
+from . import runtime
 
-
-def _home(environ: Mapping[str, str]) -> Path:
-    home = environ.get("HOME")
-    return Path(home) if home else Path.home()
-
-
-def _app_dir(environ: Mapping[str, str], explicit: str, xdg: str, *fallback: str) -> Path:
-    """``$explicit``, else ``$xdg/meta-knowledge-graph``, else ``~/<fallback...>/meta-knowledge-graph``."""
-    if environ.get(explicit):
-        return Path(environ[explicit]).expanduser()
-    if environ.get(xdg):
-        return Path(environ[xdg]).expanduser() / APP_DIR_NAME
-    return _home(environ).joinpath(*fallback, APP_DIR_NAME)
+APP_DIR_NAME = runtime.APP_DIR_NAME
 
 
 def config_dir(environ: Mapping[str, str]) -> Path:
     """The user's MKG config folder (it holds the user-global ``.env``)."""
-    return _app_dir(environ, "MKG_CONFIG_DIR", "XDG_CONFIG_HOME", ".config")
+    return Path(runtime.app_dir(environ, "MKG_CONFIG_DIR", "XDG_CONFIG_HOME", ".config"))
 
 
 def state_dir(environ: Mapping[str, str]) -> Path:
-    """The user's MKG state folder (spool, worker socket, logs)."""
-    return _app_dir(environ, "MKG_STATE_DIR", "XDG_STATE_HOME", ".local", "state")
+    """The user's MKG state folder (spool, worker lock, socket, log)."""
+    return Path(runtime.state_dir(environ))
 
 
 def user_env_file(environ: Mapping[str, str]) -> Path:

@@ -19,6 +19,10 @@ import os
 import sys
 import time
 
+TYPE_CHECKING = False  # typing itself is too slow to import on the hook path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 APP_DIR_NAME = "meta-knowledge-graph"
 SPOOL_FILE = "spool.db"
 LOCK_FILE = "worker.lock"
@@ -32,7 +36,7 @@ _MAX_SOCKET_PATH = 100
 SPAWN_GRACE_SECONDS = 10.0
 
 
-def app_dir(environ: dict[str, str] | os._Environ[str], explicit: str, xdg: str, *fallback: str) -> str:
+def app_dir(environ: Mapping[str, str], explicit: str, xdg: str, *fallback: str) -> str:
     """``$explicit``, else ``$xdg/meta-knowledge-graph``, else ``~/<fallback...>/meta-knowledge-graph``."""
     if environ.get(explicit):
         return os.path.expanduser(environ[explicit])
@@ -42,7 +46,7 @@ def app_dir(environ: dict[str, str] | os._Environ[str], explicit: str, xdg: str,
     return os.path.join(home, *fallback, APP_DIR_NAME)
 
 
-def state_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
+def state_dir(environ: Mapping[str, str] | None = None) -> str:
     """The user's MKG state folder (spool, worker lock, socket, log)."""
     return app_dir(
         os.environ if environ is None else environ, "MKG_STATE_DIR", "XDG_STATE_HOME", ".local", "state"
@@ -68,7 +72,7 @@ class Paths:
         self.socket = socket_path(root)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | os._Environ[str] | None = None) -> Paths:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Paths:
         return cls(state_dir(environ))
 
     def __repr__(self) -> str:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .spool import truncation_marker
+
 if TYPE_CHECKING:
     import neo4j
 
@@ -146,7 +148,7 @@ class CapturedEvent:
 def clip(text: str | None, limit: int = EVENT_TEXT_LIMIT) -> str | None:
     if text is None or len(text) <= limit:
         return text
-    return text[:limit] + f"…[truncated: {len(text)} chars]"
+    return text[:limit] + truncation_marker(len(text))
 
 
 def _as_text(value: Any) -> str | None:
@@ -160,6 +162,15 @@ def _as_text(value: Any) -> str | None:
 def event_properties(captured: CapturedEvent) -> dict[str, Any]:
     """The :SessionEvent's properties (None values dropped; long text clipped)."""
     event = captured.event
+    texts = {
+        "prompt": event.prompt,
+        "tool_input": _as_text(event.tool_input),
+        "tool_response": _as_text(event.tool_response),
+        "error": event.error,
+        "last_assistant_message": event.last_assistant_message,
+    }
+    clipped = [name for name, text in texts.items() if text is not None and len(text) > EVENT_TEXT_LIMIT]
+    truncated = sorted({*captured.truncated, *clipped})
     props: dict[str, Any] = {
         "event_id": captured.event_id,
         "event_name": event.event,
@@ -175,16 +186,16 @@ def event_properties(captured: CapturedEvent) -> dict[str, Any]:
         "source": event.source,
         "model": event.model,
         "turn_id": event.turn_id,
-        "prompt": clip(event.prompt),
+        "prompt": clip(texts["prompt"]),
         "tool_name": event.tool_name,
         "tool_key": event.tool_key,
         "tool_use_id": event.tool_use_id,
-        "tool_input": clip(_as_text(event.tool_input)),
-        "tool_response": clip(_as_text(event.tool_response)),
+        "tool_input": clip(texts["tool_input"]),
+        "tool_response": clip(texts["tool_response"]),
         "tool_error": event.is_error or None,
-        "error": clip(event.error),
+        "error": clip(texts["error"]),
         "is_interrupt": event.is_interrupt or None,
-        "last_assistant_message": clip(event.last_assistant_message),
+        "last_assistant_message": clip(texts["last_assistant_message"]),
         "stop_hook_active": event.raw.get("stop_hook_active")
         if isinstance(event.raw.get("stop_hook_active"), bool)
         else None,
@@ -194,15 +205,8 @@ def event_properties(captured: CapturedEvent) -> dict[str, Any]:
         "parent_session_id": event.parent_session_id,
         "spawned_agent_id": event.spawned_agent_id,
         "payload_bytes": captured.payload_bytes,
-        "truncated_fields": list(captured.truncated) or None,
+        "truncated_fields": truncated or None,
     }
-    clipped = [
-        name
-        for name in ("prompt", "tool_input", "tool_response", "error", "last_assistant_message")
-        if isinstance(props[name], str) and props[name].endswith(" chars]") and "…[truncated: " in props[name]
-    ]
-    if clipped:
-        props["truncated_fields"] = sorted({*(props["truncated_fields"] or []), *clipped})
     return {key: value for key, value in props.items() if value is not None}
 
 

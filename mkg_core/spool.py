@@ -16,6 +16,7 @@ import sqlite3
 import time
 
 from .redaction import scrub
+from .runtime import ensure_private_dir
 
 TYPE_CHECKING = False  # typing itself is too slow to import on the hook path
 if TYPE_CHECKING:
@@ -125,8 +126,8 @@ class Spool:
         self.path = path
         folder = os.path.dirname(path)
         try:
-            if folder and not os.path.isdir(folder):
-                os.makedirs(folder, mode=0o700, exist_ok=True)
+            if folder:
+                ensure_private_dir(folder)
             if not os.path.exists(path):
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
             self.db = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)

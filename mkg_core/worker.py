@@ -33,7 +33,6 @@ from .graph import Graph
 from .harness import HarnessAdapter
 from .host import PluginHost
 from .identity import (
-    ENV_PROJECT_KEYS,
     PAYLOAD_PROJECT_KEYS,
     ProjectRef,
     UserRef,
@@ -341,14 +340,9 @@ class Worker:
     ) -> tuple[ProjectRef, UserRef]:
         key = (
             tuple(str(payload.get(k)) for k in PAYLOAD_PROJECT_KEYS),
-            tuple(
-                sorted(
-                    (k, v) for k, v in env.items() if k.startswith(("MKG_", "CLAUDE", "CODEX")) or k == "HOME"
-                )
-            ),
+            tuple(env.get(k) for k in ENV_HINT_KEYS),
             cwd,
             client,
-            tuple(env.get(k) for k in ENV_PROJECT_KEYS),
         )
         now = time.monotonic()
         cached = self._identity_cache.get(key)
