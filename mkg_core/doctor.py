@@ -17,7 +17,7 @@ from .errors import MkgError
 from .graph import Graph
 from .plugins import describe_plugins
 from .schema import vector_dimension_mismatches
-from .settings import Settings, secret
+from .settings import Settings
 
 if TYPE_CHECKING:
     from .cli import App
@@ -156,55 +156,31 @@ def _check_schema(graph: Graph, host: PluginHost, settings: Settings) -> list[Ch
     return checks
 
 
-PROVIDER_KEYS = {
-    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
-    "gemini": ("GEMINI_API_KEY",),
-    "openrouter": ("OPENROUTER_API_KEY",),
-    "openai": ("OPENAI_API_KEY",),
-}
-
-
-def provider_of(model: str) -> str:
-    prefix = model.split("/", 1)[0].lower() if "/" in model else ""
-    if prefix in PROVIDER_KEYS:
-        return prefix
-    if model.lower().startswith("claude"):
-        return "anthropic"
-    if model.lower().startswith("gemini"):
-        return "gemini"
-    return prefix or "openai"
-
-
-def _has_key(settings: Settings, variable: str) -> bool:
-    value = getattr(settings, variable.lower(), None)
-    return bool(secret(value)) if value is not None and not isinstance(value, str) else bool(value)
-
-
 def check_llm(host: PluginHost, settings: Settings) -> list[Check]:
+    from . import llm
+
     checks = []
-    model = settings.resolved_llm_model()
-    provider = provider_of(model)
-    keys = PROVIDER_KEYS.get(provider, ())
-    if settings.llm_backend == "claude_cli":
-        checks.append(Check("llm", "ok", "backend claude_cli (`claude -p`)"))
-    elif keys and not any(_has_key(settings, key) for key in keys):
+    model = llm.default_model(settings)
+    if settings.llm_backend != "claude_cli" and importlib.util.find_spec("litellm") is None:
+        checks.append(
+            Check(
+                "llm client",
+                "fail",
+                "litellm is not installed, so no LLM call can be made",
+                "pip install 'litellm!=1.82.7,!=1.82.8,!=1.107.*'",
+            )
+        )
+        return checks
+    ready, reason = llm.readiness(model, settings)
+    if ready:
+        checks.append(Check("llm", "ok", f"{llm.LLM(settings).label}: {reason}"))
+    else:
         checks.append(
             Check(
                 "llm",
                 "warn",
-                f"model {model} needs one of {', '.join(keys)}",
-                "set one with `mkg setup`, or choose another LLM_MODEL",
-            )
-        )
-    else:
-        checks.append(Check("llm", "ok", f"model {model} ({provider}), key present"))
-    if importlib.util.find_spec("litellm") is None and settings.llm_backend != "claude_cli":
-        checks.append(
-            Check(
-                "llm client",
-                "warn",
-                "litellm is not installed, so no LLM call can be made",
-                "pip install 'litellm!=1.82.7,!=1.82.8,!=1.107.*'",
+                f"no LLM call can be made: {reason}; extraction records the window as skipped",
+                "set a key with `mkg setup`, or choose another LLM_MODEL",
             )
         )
     embedders = host.embedders(settings)
@@ -217,7 +193,8 @@ def check_llm(host: PluginHost, settings: Settings) -> list[Check]:
                 "embeddings",
                 "warn",
                 "no embedder available: recall uses fulltext only",
-                f"install an embedder plugin and configure EMBEDDING_MODEL ({settings.embedding_model})",
+                f"set the provider key for EMBEDDING_MODEL ({settings.embedding_model}), "
+                "or install an embedder plugin",
             )
         )
     return checks

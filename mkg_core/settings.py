@@ -43,7 +43,11 @@ class Settings(BaseSettings):
     claude_cli_model: str | None = Field(None, validation_alias="MKG_CLAUDE_CLI_MODEL")
     claude_cli_timeout: float = Field(300.0, gt=0, validation_alias="MKG_CLAUDE_CLI_TIMEOUT")
     llm_num_retries: int = Field(3, ge=0, validation_alias="MKG_LLM_NUM_RETRIES")
+    llm_timeout: float = Field(120.0, gt=0, validation_alias="MKG_LLM_TIMEOUT")
     openai_api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("OPENAI_BASE_URL", "OPENAI_API_BASE")
+    )
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
     anthropic_auth_token: SecretStr | None = Field(None, validation_alias="ANTHROPIC_AUTH_TOKEN")
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
@@ -54,6 +58,13 @@ class Settings(BaseSettings):
     # Embeddings
     embedding_model: str = Field("text-embedding-3-small", validation_alias="EMBEDDING_MODEL")
     embedding_dimensions: int = Field(1536, ge=1, le=4096, validation_alias="EMBEDDING_DIMENSIONS")
+
+    # Extraction at Stop
+    extraction: bool = Field(True, validation_alias="MKG_EXTRACTION")
+    extraction_retry_skipped: bool = Field(True, validation_alias="MKG_EXTRACTION_RETRY_SKIPPED")
+    extraction_window_events: int = Field(200, ge=1, validation_alias="MKG_EXTRACTION_WINDOW_EVENTS")
+    extraction_corpus_tokens: int = Field(3000, ge=200, validation_alias="MKG_EXTRACTION_CORPUS_TOKENS")
+    extraction_max_learnings: int = Field(3, ge=0, validation_alias="MKG_EXTRACTION_MAX_LEARNINGS")
 
     # Memory quality
     consistency_gate: bool = Field(True, validation_alias="MKG_CONSISTENCY_GATE")
@@ -99,6 +110,7 @@ class Settings(BaseSettings):
     recall_limit: int = Field(8, ge=1, validation_alias="MKG_RECALL_LIMIT")
     recall_min_words: int = Field(3, ge=0, validation_alias="MKG_RECALL_MIN_WORDS")
     recall_min_score: float = Field(0.3, ge=0, le=1, validation_alias="MKG_RECALL_MIN_SCORE")
+    recall_min_similarity: float = Field(0.35, ge=-1, le=1, validation_alias="MKG_RECALL_MIN_SIMILARITY")
 
     # Identity
     project_id: str | None = Field(None, validation_alias="MKG_PROJECT_ID")
@@ -138,12 +150,9 @@ class Settings(BaseSettings):
 
     def resolved_llm_model(self, client: str | None = None) -> str:
         """``LLM_MODEL`` > ``MKG_DEFAULT_LLM_MODEL`` > the client-aware default."""
-        if self.llm_model:
-            return self.llm_model
-        if self.default_llm_model:
-            return self.default_llm_model
-        hint = (client or self.client or "").lower()
-        return "anthropic/claude-haiku-4-5" if hint.startswith("claude") else "gpt-5.4-mini"
+        from .llm import default_model
+
+        return default_model(self, client)
 
     def describe(self) -> list[tuple[str, str, str]]:
         """(variable, value with secrets masked, source) for every setting, for ``mkg config``."""

@@ -27,6 +27,7 @@ import pluggy
 import pytest
 
 from . import runtime
+from .fakellm import FakeLLM
 from .graph import Graph
 from .harness import HarnessAdapter
 from .host import PluginHost
@@ -348,3 +349,10 @@ def capture(isolated_environment: Path, request: pytest.FixtureRequest) -> Itera
     finally:
         rig.close()
         shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    """A local OpenAI-compatible server with scripted answers (see :mod:`mkg_core.fakellm`)."""
+    with FakeLLM().running() as fake:
+        yield fake
