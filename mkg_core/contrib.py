@@ -144,6 +144,8 @@ class CaptureContext:
     user: UserRef | None = None
     #: The captured event's id (``:SessionEvent.event_id``), when there is one.
     event_id: str | None = None
+    #: The embedder in use for these settings, or None (then every path falls back to fulltext).
+    embedder: Embedder | None = None
 
 
 class CaptureHandler:
@@ -186,6 +188,37 @@ class ContextProvider:
     def warm_up(self, graph: Graph) -> None:
         """Called when the worker connects to a database, so the first answer is not the slow one
         (for instance: run the provider's queries once so Neo4j plans them). Optional."""
+
+
+class Job:
+    """Background work an event triggers (extraction at Stop, consolidation services).
+
+    Subclass it, set ``name`` and ``events``, override ``run``. The worker records a job when a
+    matching event has been stored, and runs jobs one at a time, in the background, after the
+    spool is drained; a job still pending when the worker stops runs when it starts again. Pending
+    jobs with the same :meth:`key` coalesce into one run (with the latest event), so a job must
+    handle everything that is new since its last run, and be idempotent.
+    """
+
+    name: ClassVar[str] = ""
+    #: Canonical event names that trigger this job.
+    events: ClassVar[frozenset[str]] = frozenset()
+
+    def matches(self, event: HookEvent) -> bool:
+        return event.event in self.events
+
+    def key(self, event: HookEvent, context: CaptureContext) -> str:
+        """Jobs with equal keys coalesce; by default one per project and session."""
+        project = context.project.id if context.project else ""
+        return f"{project}\n{event.session_id}"
+
+    def enabled(self, settings: Settings) -> bool:
+        """Whether the job runs under these settings (checked when it is recorded)."""
+        return True
+
+    def run(self, event: HookEvent, context: CaptureContext) -> str | None:
+        """Do the work; return a one-line summary for the log. Raise to be retried later."""
+        raise NotImplementedError
 
 
 class Embedder:

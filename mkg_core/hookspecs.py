@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         CaptureHandler,
         ContextProvider,
         Embedder,
+        Job,
         QueryTool,
         SchemaStatement,
         Seeder,
@@ -124,6 +125,20 @@ def mkg_register_context_providers(config: Settings) -> Iterable[ContextProvider
     All results are collected; names must be unique. When a SessionStart or UserPromptSubmit
     hook asks the worker what to inject, the worker calls every matching provider within the
     hook's deadline and joins their texts; a provider that raises is logged and skipped.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def mkg_register_jobs(config: Settings) -> Iterable[Job] | None:
+    """Return :class:`~mkg_core.contrib.Job` objects the worker runs in the background after events.
+
+    :param config: the resolved settings.
+
+    All results are collected; names must be unique. A job is recorded in the spool when a
+    matching event is stored, so it survives a worker restart; jobs run one at a time, and a job
+    that raises is retried with backoff.
 
     .. versionadded:: 0.1
     """

@@ -19,6 +19,7 @@ from .contrib import (
     CaptureHandler,
     ContextProvider,
     Embedder,
+    Job,
     QueryTool,
     SchemaStatement,
     Seeder,
@@ -104,6 +105,13 @@ class PluginHost:
             check_named("context provider", provider, ContextProvider)
         _unique("context provider", (p.name for p in providers))
         return providers
+
+    def jobs(self, config: Settings) -> list[Job]:
+        jobs = self._collect("mkg_register_jobs", {"config": config})
+        for job in jobs:
+            check_named("job", job, Job)
+        _unique("job", (j.name for j in jobs))
+        return jobs
 
     def query_tools(self, config: Settings) -> dict[str, QueryTool]:
         tools = self._typed("mkg_register_query_tools", {"config": config}, QueryTool, "query tool")

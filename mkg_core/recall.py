@@ -19,6 +19,7 @@ memory from itself.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,8 +28,11 @@ from typing import TYPE_CHECKING, Any
 from .contrib import CaptureContext, ContextProvider
 
 if TYPE_CHECKING:
+    from .contrib import Embedder
     from .events import HookEvent
     from .graph import Graph
+
+log = logging.getLogger("mkg.recall")
 
 #: Opening and closing lines of every injected memory block.
 FENCE_OPEN = '<mkg-memory kind="recalled">'
@@ -164,9 +168,7 @@ def strip_recalled(text: str) -> str:
 
 # -- queries -----------------------------------------------------------------------------------------
 
-SEARCH_LEARNINGS = """
-CALL db.index.fulltext.queryNodes('project_learning_fulltext', $query, {limit: $candidates})
-YIELD node, score
+_LIVE_AND_UNSEEN = """
 WHERE node.status IN $statuses
   AND ((node.scope = 'project' AND node.project_id = $project_id)
        OR (node.scope = 'user' AND node.user_id = $user_id))
@@ -174,9 +176,41 @@ WHERE node.status IN $statuses
         MATCH (node)-[:INJECTED_IN|FROM_SESSION]->(:Session {session_id: $session_id}) })
 RETURN node.id AS id, node.text AS text, node.status AS status, node.scope AS scope,
        coalesce(node.confidence, 0.0) AS confidence, score
-ORDER BY score DESC, CASE node.status WHEN 'approved' THEN 0 ELSE 1 END, confidence DESC
-LIMIT $limit
+ORDER BY score DESC
+LIMIT $candidates
 """
+
+FULLTEXT_LEARNINGS = (
+    """
+CALL db.index.fulltext.queryNodes('project_learning_fulltext', $query, {limit: $candidates * 4})
+YIELD node, score
+"""
+    + _LIVE_AND_UNSEEN
+)
+
+#: Project and user learnings nearest the vector, filtered inside the index (``SEARCH``).
+VECTOR_LEARNINGS = (
+    """
+CALL () {
+  MATCH (node:Learning)
+    SEARCH node IN (VECTOR INDEX project_learning_vector FOR $vector
+      WHERE node.scope = 'project' AND node.project_id = $project_id
+      LIMIT $candidates) SCORE AS score
+  RETURN node, score
+  UNION ALL
+  MATCH (node:Learning)
+    SEARCH node IN (VECTOR INDEX project_learning_vector FOR $vector
+      WHERE node.scope = 'user' AND node.user_id = $user_id
+      LIMIT $candidates) SCORE AS score
+  RETURN node, score
+}
+WITH node, score
+"""
+    + _LIVE_AND_UNSEEN
+)
+
+#: Reciprocal rank fusion constant.
+RRF_K = 60
 
 MARK_INJECTED = """
 MATCH (s:Session {session_id: $session_id})
@@ -233,6 +267,8 @@ class Recalled:
     scope: str
     confidence: float
     score: float
+    #: The retrieval branches that found it: ``fulltext``, ``vector`` or both.
+    sources: tuple[str, ...] = ("fulltext",)
 
 
 def search_learnings(
@@ -244,32 +280,64 @@ def search_learnings(
     session_id: str | None,
     limit: int,
     min_score: float,
+    embedder: Embedder | None = None,
+    min_similarity: float = 0.0,
 ) -> list[Recalled]:
-    """The learnings most relevant to ``text``, best first (fulltext ranking).
+    """The learnings most relevant to ``text``, best first.
 
-    Only words of the text reach the index (see :func:`keyword_query`); a learning sharing none
-    of them is never returned, and one scoring under ``min_score`` times the best hit is dropped.
+    Fulltext always: only words of the text reach the index (see :func:`keyword_query`), and a hit
+    scoring under ``min_score`` times the best one is dropped (BM25 scores do not compare across
+    queries). With an ``embedder``, also the vector index, keeping hits whose cosine similarity is
+    at least ``min_similarity``; the two rankings are fused by reciprocal rank fusion. If the
+    vector search fails (no index, the embedder is down) fulltext alone answers.
     """
+    candidates = max(limit * 3, 20)
+    params: dict[str, Any] = {
+        "candidates": candidates,
+        "statuses": list(STATUSES),
+        "project_id": project_id,
+        "user_id": user_id,
+        "session_id": session_id,
+    }
+    rankings: dict[str, list[dict[str, Any]]] = {}
     query = keyword_query(text)
-    if query is None:
+    if query is not None:
+        rows = graph.read(FULLTEXT_LEARNINGS, {**params, "query": query})
+        if rows:
+            best = max(float(row["score"]) for row in rows)
+            rankings["fulltext"] = [row for row in rows if float(row["score"]) >= min_score * best]
+    if embedder is not None and text.strip():
+        rows = _vector_hits(graph, embedder, text, params)
+        # The index scores (1 + cosine) / 2; the floor is given as a cosine.
+        floor = (1 + min_similarity) / 2
+        rankings["vector"] = [row for row in rows if float(row["score"]) >= floor]
+    return fuse(rankings, limit)
+
+
+def _vector_hits(graph: Graph, embedder: Embedder, text: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        (vector,) = embedder.embed([text[-8000:]])
+        rows = graph.read(VECTOR_LEARNINGS, {**params, "vector": vector})
+    except Exception as exc:  # recall still answers from fulltext
+        log.warning("vector recall failed, using fulltext only: %s", exc)
         return []
-    rows = graph.read(
-        SEARCH_LEARNINGS,
-        {
-            "query": query,
-            "candidates": max(limit * 5, 25),
-            "statuses": list(STATUSES),
-            "project_id": project_id,
-            "user_id": user_id,
-            "session_id": session_id,
-            "limit": limit,
-        },
+    rows.sort(key=lambda row: -float(row["score"]))
+    return rows
+
+
+def fuse(rankings: dict[str, list[dict[str, Any]]], limit: int) -> list[Recalled]:
+    """Reciprocal rank fusion; at equal relevance approved before candidate, then confidence."""
+    fused: dict[str, dict[str, Any]] = {}
+    for branch, rows in rankings.items():
+        for rank, row in enumerate(rows, start=1):
+            entry = fused.setdefault(row["id"], {**row, "score": 0.0, "sources": []})
+            entry["score"] += 1.0 / (RRF_K + rank)
+            entry["sources"].append(branch)
+    ordered = sorted(
+        fused.values(),
+        key=lambda r: (-round(r["score"], 9), r["status"] != "approved", -float(r["confidence"])),
     )
-    if not rows:
-        return []
-    # BM25 scores are not comparable across queries, so the floor is relative to the best hit.
-    best = max(float(row["score"]) for row in rows)
-    return [Recalled(**row) for row in rows if float(row["score"]) >= min_score * best]
+    return [Recalled(**{**row, "sources": tuple(row["sources"])}) for row in ordered[:limit]]
 
 
 def mark_injected(
@@ -414,6 +482,8 @@ class ProjectContextProvider(ContextProvider):
             session_id=session_id,
             limit=settings.recall_limit,
             min_score=settings.recall_min_score,
+            embedder=context.embedder,
+            min_similarity=settings.recall_min_similarity,
         )
         text, shown = render_context(
             project_name=project.name,

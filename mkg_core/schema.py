@@ -31,7 +31,7 @@ UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 #: Vector indexes and the properties their SEARCH filters may use.
-VECTOR_FILTERS = ("project_id", "scope", "status")
+VECTOR_FILTERS = ("project_id", "scope", "status", "user_id")
 
 
 def _snake(label: str) -> str:

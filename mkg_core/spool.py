@@ -65,9 +65,24 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_state ON events (state, seq);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    summary TEXT,
+    created_at REAL NOT NULL,
+    not_before REAL NOT NULL DEFAULT 0,
+    done_at REAL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_one_pending ON jobs (name, key) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, not_before, id);
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 PENDING, DONE, FAILED = "pending", "done", "failed"
 _COLUMNS = "seq, event_id, client, event, session_id, received_at, record, attempts"
 
@@ -209,11 +224,67 @@ class Spool:
         return cursor.rowcount
 
     def prune(self, older_than: float = DONE_RETENTION_SECONDS) -> int:
+        cutoff = time.time() - older_than
         with self._transaction():
             cursor = self.db.execute(
-                "DELETE FROM events WHERE state = 'done' AND done_at < ?", (time.time() - older_than,)
+                "DELETE FROM events WHERE state = 'done' AND done_at < ?"
+                " AND seq NOT IN (SELECT seq FROM jobs WHERE state = 'pending')",
+                (cutoff,),
             )
+            self.db.execute("DELETE FROM jobs WHERE state <> 'pending' AND done_at < ?", (cutoff,))
         return cursor.rowcount
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def add_job(self, name: str, key: str, seq: int) -> None:
+        """Record a job for the event ``seq``; a pending job with the same name and key takes the
+        newer event instead (they coalesce)."""
+        with self._transaction():
+            self.db.execute(
+                "INSERT INTO jobs (name, key, seq, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (name, key) WHERE state = 'pending'"
+                " DO UPDATE SET seq = max(seq, excluded.seq)",
+                (name, key, seq, time.time()),
+            )
+
+    def next_job(self, now: float | None = None) -> JobRow | None:
+        """The oldest pending job that may run now."""
+        row = self.db.execute(
+            "SELECT id, name, key, seq, attempts FROM jobs WHERE state = 'pending' AND not_before <= ?"
+            " ORDER BY id LIMIT 1",
+            (time.time() if now is None else now,),
+        ).fetchone()
+        return JobRow(*row) if row else None
+
+    def finish_job(self, job_id: int, summary: str | None) -> None:
+        with self._transaction():
+            self.db.execute(
+                "UPDATE jobs SET state = 'done', summary = ?, error = NULL, done_at = ? WHERE id = ?",
+                (summary, time.time(), job_id),
+            )
+
+    def retry_job(self, job_id: int, error: str, delay: float, *, give_up_after: int) -> bool:
+        """Note a failed run; the job runs again after ``delay`` unless it has failed too often.
+        Return True when it was given up."""
+        with self._transaction():
+            self.db.execute(
+                "UPDATE jobs SET attempts = attempts + 1, error = ?, not_before = ? WHERE id = ?",
+                (error, time.time() + delay, job_id),
+            )
+            (attempts,) = self.db.execute("SELECT attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if attempts < give_up_after:
+                return False
+            # A newer trigger may already wait under the same key; keep that one.
+            self.db.execute(
+                "UPDATE jobs SET state = 'failed', done_at = ? WHERE id = ?", (time.time(), job_id)
+            )
+        return True
+
+    def job_counts(self) -> dict[str, int]:
+        counts = {PENDING: 0, DONE: 0, FAILED: 0}
+        for state, count in self.db.execute("SELECT state, count(*) FROM jobs GROUP BY state"):
+            counts[str(state)] = int(count)
+        return counts
 
     def set_meta(self, values: dict[str, object]) -> None:
         with self._transaction():
@@ -293,6 +364,22 @@ class SpoolRow:
 
     def __repr__(self) -> str:
         return f"<SpoolRow {self.seq} {self.event_id}>"
+
+
+class JobRow:
+    """One pending background job as the worker reads it."""
+
+    __slots__ = ("attempts", "id", "key", "name", "seq")
+
+    def __init__(self, id: int, name: str, key: str, seq: int, attempts: int) -> None:
+        self.id = id
+        self.name = name
+        self.key = key
+        self.seq = seq
+        self.attempts = attempts
+
+    def __repr__(self) -> str:
+        return f"<JobRow {self.id} {self.name} seq={self.seq}>"
 
 
 class _Transaction:

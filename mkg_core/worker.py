@@ -26,7 +26,8 @@ from datetime import datetime
 from typing import Any
 
 from . import runtime
-from .contrib import CaptureContext, CaptureHandler, ContextProvider
+from .contrib import CaptureContext, CaptureHandler, ContextProvider, Embedder, Job
+from .embedding import choose_embedder
 from .errors import ConfigError, GraphUnavailable, MkgError, PayloadError
 from .events import HookEvent
 from .graph import Graph
@@ -43,7 +44,7 @@ from .plugins import make_plugin_manager
 from .schema import apply_schema
 from .sessions import CapturedEvent, record_event
 from .settings import Settings, load_settings, secret
-from .spool import ENV_HINT_KEYS, Spool, SpoolError, SpoolRow
+from .spool import ENV_HINT_KEYS, JobRow, Spool, SpoolError, SpoolRow
 
 log = logging.getLogger("mkg.worker")
 
@@ -58,6 +59,10 @@ BACKOFF_START, BACKOFF_MAX = 0.5, 15.0
 #: How long cached settings and identities are trusted, in seconds.
 CACHE_SECONDS = 30.0
 LOG_MAX_BYTES, LOG_BACKUPS = 5 * 1024 * 1024, 3
+#: A background job that keeps failing is given up after this many runs.
+JOB_MAX_ATTEMPTS = 5
+#: Backoff between runs of a failing job, in seconds (doubles per attempt, capped).
+JOB_BACKOFF_START, JOB_BACKOFF_MAX = 5.0, 300.0
 
 
 class GenericAdapter(HarnessAdapter):
@@ -99,12 +104,23 @@ class Worker:
         self.adapters = self.host.harness_adapters()
         self.handlers: list[CaptureHandler] = self.host.capture_handlers(self.settings)
         self.providers: list[ContextProvider] = self.host.context_providers(self.settings)
+        self.jobs: dict[str, Job] = {job.name: job for job in self.host.jobs(self.settings)}
+        self._embedders: dict[Any, Embedder | None] = {}
+        self.job_running: str | None = None
+        self.job_wake = threading.Event()
         self.idle_seconds = self.settings.worker_idle_seconds
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self.started_at = time.time()
         self.last_activity = time.monotonic()
-        self.stats: dict[str, Any] = {"drained": 0, "failed": 0, "handler_failures": 0, "answers": 0}
+        self.stats: dict[str, Any] = {
+            "drained": 0,
+            "failed": 0,
+            "handler_failures": 0,
+            "answers": 0,
+            "jobs_run": 0,
+            "jobs_failed": 0,
+        }
         self.last_error: str | None = None
         self._graphs: dict[tuple[str, str, str, str], Graph] = {}
         self._schema_done: set[tuple[str, str, str, str]] = set()
@@ -124,6 +140,8 @@ class Worker:
         server = _SocketServer(self)
         thread = threading.Thread(target=server.serve_forever, name="mkg-socket", daemon=True)
         thread.start()
+        jobs_thread = threading.Thread(target=self._run_jobs_forever, name="mkg-jobs", daemon=True)
+        jobs_thread.start()
         self.spool.set_meta({"pid": os.getpid(), "started_at": self.started_at, "stopped_at": None})
         log.info("worker %s started (spool %s, socket %s)", os.getpid(), self.paths.spool, self.paths.socket)
         self.spool.prune()
@@ -148,6 +166,9 @@ class Worker:
                 self.wake.wait(POLL_INTERVAL)
                 self.wake.clear()
         finally:
+            self.stopping.set()
+            self.job_wake.set()
+            jobs_thread.join(timeout=30)  # a job in an LLM call may take longer: it resumes later
             server.shutdown()
             server.server_close()
             with contextlib.suppress(OSError):
@@ -168,11 +189,14 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
         self.wake.set()
+        self.job_wake.set()
 
     def _idle_expired(self) -> bool:
         if self.idle_seconds <= 0:
             return False
-        return time.monotonic() - self.last_activity > self.idle_seconds and not self.spool.pending(1)
+        if time.monotonic() - self.last_activity <= self.idle_seconds or self.job_running:
+            return False
+        return not self.spool.pending(1) and not self.spool.job_counts()["pending"]
 
     def _open_spool(self) -> Spool:
         try:
@@ -283,16 +307,113 @@ class Worker:
 
     def _after_commit(self, batch: list[Prepared], graph: Graph) -> None:
         for item in batch:
-            if not self.handlers:
+            if not self.handlers and not self.jobs:
                 break
-            captured = item.captured
-            context = CaptureContext(graph, item.settings, captured.project, captured.user, captured.event_id)
+            context = self.context_for(item, graph)
             failures = self.host.run_capture_handlers(self.handlers, item.event, context)
             self.stats["handler_failures"] += len(failures)
+            self._record_jobs(item, context)
         self.spool.mark_done(item.row.seq for item in batch)
         self.stats["drained"] += len(batch)
         self.spool.set_meta({"drained_total": self.stats["drained"], "last_drain_at": time.time()})
         self._advance(batch[-1].row.seq)
+
+    def _record_jobs(self, item: Prepared, context: CaptureContext) -> None:
+        recorded = False
+        for job in self.jobs.values():
+            try:
+                if job.matches(item.event) and job.enabled(item.settings):
+                    self.spool.add_job(job.name, job.key(item.event, context), item.row.seq)
+                    recorded = True
+            except Exception as exc:
+                log.warning("job %r could not be recorded for %s: %s", job.name, item.row.event_id, exc)
+        if recorded:
+            self.job_wake.set()
+
+    def context_for(self, item: Prepared, graph: Graph) -> CaptureContext:
+        captured = item.captured
+        return CaptureContext(
+            graph,
+            item.settings,
+            captured.project,
+            captured.user,
+            captured.event_id,
+            embedder=self.embedder_for(item.settings),
+        )
+
+    def embedder_for(self, settings: Settings) -> Embedder | None:
+        """The embedder these settings select (cached per embedding configuration)."""
+        import hashlib
+
+        keys = "\n".join(secret(value) or "" for value in (settings.openai_api_key, settings.gemini_api_key))
+        cache_key = (
+            settings.embedding_model,
+            settings.embedding_dimensions,
+            settings.openai_base_url,
+            hashlib.sha256(keys.encode()).hexdigest()[:16],
+        )
+        if cache_key not in self._embedders:
+            self._embedders[cache_key] = choose_embedder(self.host.embedders(settings).values())
+        return self._embedders[cache_key]
+
+    # -- background jobs ------------------------------------------------------------------------
+
+    def _run_jobs_forever(self) -> None:
+        with Spool(self.paths.spool) as spool:
+            while not self.stopping.is_set():
+                try:
+                    ran = self.run_next_job(spool)
+                except Exception:
+                    log.exception("running a background job failed")
+                    ran = False
+                if not ran:
+                    self.job_wake.wait(1.0)
+                    self.job_wake.clear()
+
+    def run_next_job(self, spool: Spool) -> bool:
+        """Run the oldest job that may run now; return False when there was none."""
+        job_row = spool.next_job()
+        if job_row is None:
+            return False
+        job = self.jobs.get(job_row.name)
+        if job is None:  # its plugin is gone
+            spool.retry_job(job_row.id, f"no job named {job_row.name!r} is installed", 0, give_up_after=1)
+            return True
+        self.job_running = job_row.name
+        self.last_activity = time.monotonic()
+        try:
+            summary = self._run_job(job, job_row, spool)
+        except Exception as exc:
+            self._job_failed(job_row, spool, exc)
+        else:
+            spool.finish_job(job_row.id, summary)
+            self.stats["jobs_run"] += 1
+            log.info("job %s (%s) done: %s", job.name, job_row.key.replace("\n", " "), summary or "ok")
+        finally:
+            self.job_running = None
+            self.last_activity = time.monotonic()
+        return True
+
+    def _run_job(self, job: Job, job_row: JobRow, spool: Spool) -> str | None:
+        row = spool.get(job_row.seq)
+        if row is None:
+            raise PayloadError(f"the event that triggered job {job.name!r} is no longer in the spool")
+        prepared = self.prepare(row)
+        graph = self.graph_for(prepared.settings)
+        return job.run(prepared.event, self.context_for(prepared, graph))
+
+    def _job_failed(self, job_row: JobRow, spool: Spool, exc: Exception) -> None:
+        reason = f"{type(exc).__name__}: {exc}"
+        attempts = job_row.attempts + 1
+        delay = min(JOB_BACKOFF_START * 2 ** (attempts - 1), JOB_BACKOFF_MAX)
+        permanent = isinstance(exc, PayloadError)
+        if spool.retry_job(job_row.id, reason, delay, give_up_after=1 if permanent else JOB_MAX_ATTEMPTS):
+            self.stats["jobs_failed"] += 1
+            log.error("job %s gave up after %d runs: %s", job_row.name, attempts, reason)
+        else:
+            log.warning(
+                "job %s failed (run %d), retrying in %.0f s: %s", job_row.name, attempts, delay, reason
+            )
 
     def _give_up_or_retry(self, item: Prepared, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"
@@ -420,8 +541,7 @@ class Worker:
         except GraphUnavailable as exc:
             log.warning("cannot answer event %s: %s", row.event_id, exc)
             return ""
-        captured = prepared.captured
-        context = CaptureContext(graph, prepared.settings, captured.project, captured.user, captured.event_id)
+        context = self.context_for(prepared, graph)
         texts = []
         for provider in matching:
             if time.monotonic() >= deadline:
@@ -439,7 +559,10 @@ class Worker:
     def status(self) -> dict[str, Any]:
         with Spool(self.paths.spool) as spool:
             counts = spool.counts()
+            jobs = spool.job_counts()
         return {
+            "jobs_pending": jobs["pending"],
+            "job_running": self.job_running,
             "pid": os.getpid(),
             "started_at": self.started_at,
             "uptime_seconds": round(time.time() - self.started_at, 1),
@@ -566,7 +689,11 @@ def run_worker(
             try:
                 while worker.drain_once():
                     pass
-                return 0 if not worker.last_error else 1
+                if worker.last_error:
+                    return 1
+                while worker.run_next_job(worker.spool):
+                    pass
+                return 0
             finally:
                 worker.close()
         with _signals(worker):

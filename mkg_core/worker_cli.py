@@ -115,7 +115,7 @@ def retry_command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def status_command(app: App, as_json: bool) -> None:
-    """Show the worker, the spool depth, the oldest pending event and the last error."""
+    """Show the worker, the spool depth, background jobs, the oldest pending event and the last error."""
     report = collect_status(runtime.Paths.from_env())
     if as_json:
         print_json(report)
@@ -140,6 +140,12 @@ def status_command(app: App, as_json: bool) -> None:
         )
         if spool.get("oldest_pending"):
             click.echo(f"Oldest pending event: {spool['oldest_pending']}")
+        jobs = spool.get("jobs", {})
+        running = f", running: {worker['job_running']}" if worker.get("job_running") else ""
+        click.echo(
+            f"Jobs:     {jobs.get('pending', 0)} waiting, {jobs.get('done', 0)} done (last 24 h),"
+            f" {jobs.get('failed', 0)} given up{running}"
+        )
     if report.get("last_error"):
         click.echo(
             f"Last error: {report['last_error']}"
@@ -160,7 +166,16 @@ def collect_status(paths: runtime.Paths) -> dict[str, Any]:
         worker.update(
             {
                 k: live[k]
-                for k in ("uptime_seconds", "drained", "answers", "handler_failures", "connections")
+                for k in (
+                    "uptime_seconds",
+                    "drained",
+                    "answers",
+                    "handler_failures",
+                    "connections",
+                    "job_running",
+                    "jobs_run",
+                    "jobs_failed",
+                )
                 if k in live
             }
         )
@@ -170,6 +185,7 @@ def collect_status(paths: runtime.Paths) -> dict[str, Any]:
         try:
             with Spool(paths.spool) as db:
                 spool.update(db.counts())
+                spool["jobs"] = db.job_counts()
                 spool["oldest_pending"] = db.oldest_pending()
                 failure = db.last_failure()
                 spool["last_failure"] = f"{failure[0]}: {failure[1]}" if failure else None
@@ -177,7 +193,16 @@ def collect_status(paths: runtime.Paths) -> dict[str, Any]:
         except SpoolError as exc:
             spool["error"] = str(exc)
     else:
-        spool.update({"pending": 0, "done": 0, "failed": 0, "oldest_pending": None, "last_failure": None})
+        spool.update(
+            {
+                "pending": 0,
+                "done": 0,
+                "failed": 0,
+                "jobs": {"pending": 0, "done": 0, "failed": 0},
+                "oldest_pending": None,
+                "last_failure": None,
+            }
+        )
     last_error = (live or {}).get("last_error") if live else meta.get("last_error")
     last_error_at = meta.get("last_error_at")
     return {

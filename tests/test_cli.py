@@ -37,6 +37,8 @@ def test_mkg_plugins_prints_json() -> None:
     assert [row["name"] for row in rows] == ["mkg_core.builtin.core"]
     assert rows[0]["hooks"] == [
         "mkg_register_context_providers",
+        "mkg_register_embedders",
+        "mkg_register_jobs",
         "mkg_register_query_tools",
         "mkg_register_schema_statements",
     ]

@@ -15,12 +15,14 @@ from mkg_core.contrib import (
     CaptureHandler,
     ContextProvider,
     Embedder,
+    Job,
     QueryTool,
     SchemaStatement,
     Seeder,
     ToolGroup,
     ToolSpec,
 )
+from mkg_core.embedding import choose_embedder
 from mkg_core.errors import PluginError
 from mkg_core.events import HookEvent
 from mkg_core.harness import HarnessAdapter
@@ -212,7 +214,7 @@ def test_hook_mkg_register_schema_statements(pm, host, settings) -> None:
 
 
 def test_hook_mkg_register_embedders(pm, host, settings) -> None:
-    assert host.embedders(settings) == {}
+    assert list(host.embedders(settings)) == ["litellm"]  # the built-in default
 
     class Toy(Embedder):
         name = "toy"
@@ -227,7 +229,40 @@ def test_hook_mkg_register_embedders(pm, host, settings) -> None:
             return [Toy()]
 
     pm.register(Plugin(), name="test-embed")
-    assert host.embedders(settings)["toy"].embed(["abc"]) == [[3.0, 1.0]]
+    embedders = host.embedders(settings)
+    assert embedders["toy"].embed(["abc"]) == [[3.0, 1.0]]
+    # An installed embedder comes before the built-in one, so it is the one chosen.
+    assert choose_embedder(embedders.values()) is embedders["toy"]
+
+
+def test_hook_mkg_register_jobs(pm, host, settings) -> None:
+    assert [job.name for job in host.jobs(settings)] == ["extraction"]
+
+    class Tally(Job):
+        name = "tally"
+        events = frozenset({"SessionEnd"})
+
+        def run(self, event, context):
+            return f"counted {event.session_id}"
+
+    class Plugin:
+        @hookimpl
+        def mkg_register_jobs(self, config):
+            return [Tally()]
+
+    pm.register(Plugin(), name="test-jobs")
+    jobs = {job.name: job for job in host.jobs(settings)}
+    assert set(jobs) == {"extraction", "tally"}
+    end = _event("SessionEnd")
+    assert jobs["tally"].matches(end) and not jobs["extraction"].matches(end)
+    assert jobs["tally"].run(end, None) == "counted s1"  # type: ignore[arg-type]
+
+    class Twin(Plugin):
+        pass
+
+    pm.register(Twin(), name="test-jobs-twin")
+    with pytest.raises(PluginError, match="job 'tally' registered twice"):
+        host.jobs(settings)
 
 
 def test_hook_mkg_register_seeders(pm, host, settings) -> None:

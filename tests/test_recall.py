@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mkg_core.embedding import LiteLLMEmbedder
+from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
 from mkg_core.recall import (
     BOOTSTRAP_PROMPT,
@@ -12,8 +14,11 @@ from mkg_core.recall import (
     FENCE_OPEN,
     estimate_tokens,
     keyword_query,
+    search_learnings,
     strip_recalled,
 )
+from mkg_core.schema import apply_schema, core_statements
+from mkg_core.settings import load_settings
 from mkg_core.testing import CaptureRig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,3 +213,77 @@ def test_a_stored_system_prompt_wins_and_is_linked(capture: CaptureRig, graph: G
 def test_recalled_blocks_can_be_stripped() -> None:
     text = f"before {FENCE_OPEN}\nsecret memory\n{FENCE_CLOSE} after"
     assert strip_recalled(text) == "before  after"
+
+
+# -- hybrid retrieval ------------------------------------------------------------------------------
+
+
+def _embedded(graph: Graph, lid: str, text: str, **fields: object) -> None:
+    _learning(graph, lid, text, **fields)  # type: ignore[arg-type]
+    graph.write(
+        "MATCH (l:Learning {id: $id}) SET l.embedding = $vector",
+        {"id": lid, "vector": hashed_vector(text, 64)},
+    )
+
+
+def test_hybrid_recall_fuses_vector_and_fulltext_and_filters_in_the_index(
+    graph: Graph, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    apply_schema(graph, core_statements(64))
+    embedder = LiteLLMEmbedder(load_settings(environ=fake_llm.env(), project_root=tmp_path))
+    _embedded(graph, "l-stem", "Deployments go through charts in the ops repository")
+    _embedded(graph, "l-word", "Releases are tagged from main by the release bot")
+    _embedded(
+        graph, "l-other", "Deployments go through charts in the ops repository, elsewhere", project="other"
+    )
+    _embedded(graph, "l-user", "Ana reviews deployment charts herself", scope="user")
+    _embedded(graph, "l-stranger", "Bob deploys charts manually", scope="user", user="bob@example.com")
+    _embedded(graph, "l-pasta", "Pasta water needs plenty of salt")
+    graph.run_autocommit("CALL db.awaitIndexes(60)")
+
+    def search(text: str, **options: object) -> list:
+        return search_learnings(
+            graph, text, project_id=PROJECT, user_id=USER, session_id=None, limit=5, min_score=0.3, **options
+        )  # type: ignore[arg-type]
+
+    prompt = "deploying charted releases"  # no word in common with l-stem, only word stems
+    assert [r.id for r in search(prompt)] == ["l-word"]  # fulltext alone: exact words only
+    hybrid = search(prompt, embedder=embedder, min_similarity=0.2)
+    by_id = {r.id: r for r in hybrid}
+    assert set(by_id) == {"l-stem", "l-word", "l-user"}  # other project, other user, pasta: never
+    assert by_id["l-stem"].sources == ("vector",)
+    assert set(by_id["l-word"].sources) == {"fulltext", "vector"}
+    assert hybrid[0].id == "l-word"  # found by both branches, so fused first
+    # A stricter similarity floor keeps the vector branch to close matches only.
+    assert "l-user" not in {r.id for r in search(prompt, embedder=embedder, min_similarity=0.6)}
+
+
+def test_hybrid_recall_falls_back_to_fulltext_when_vectors_fail(graph: Graph, tmp_path: Path) -> None:
+    apply_schema(graph, core_statements(64))
+    _learning(graph, "l-word", "Releases are tagged from main by the release bot")
+    down = LiteLLMEmbedder(
+        load_settings(
+            environ={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                     "EMBEDDING_DIMENSIONS": "64", "MKG_LLM_TIMEOUT": "5"},
+            project_root=tmp_path,
+        )
+    )  # fmt: skip
+    found = search_learnings(
+        graph, "tagged releases", project_id=PROJECT, user_id=USER, session_id=None, limit=5, min_score=0.3,
+        embedder=down,
+    )  # fmt: skip
+    assert [(r.id, r.sources) for r in found] == [("l-word", ("fulltext",))]
+
+
+def test_prompt_recall_uses_vectors_when_an_embedder_is_configured(
+    capture: CaptureRig, graph: Graph, fake_llm: FakeLLM
+) -> None:
+    capture.env.update({**fake_llm.env(), "MKG_RECALL_MIN_SIMILARITY": "0.2"})
+    apply_schema(graph, core_statements(64))
+    _embedded(graph, "l-stem", "Deployments go through charts in the ops repository")
+    graph.run_autocommit("CALL db.awaitIndexes(60)")
+    capture.start_worker()
+    context = _prompt(capture, "deploying charted releases")
+    assert "Deployments go through charts" in context
+    (request,) = fake_llm.embeddings()
+    assert request.body["input"] == ["deploying charted releases"]

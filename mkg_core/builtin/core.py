@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..contrib import ContextProvider, QueryTool, SchemaStatement
+from ..contrib import ContextProvider, Embedder, Job, QueryTool, SchemaStatement
+from ..embedding import LiteLLMEmbedder
+from ..extraction import ExtractionJob
 from ..hookspecs import hookimpl
 from ..recall import ProjectContextProvider, SystemPromptProvider
 from ..schema import core_statements
@@ -32,3 +34,15 @@ def mkg_register_query_tools() -> Iterable[QueryTool]:
 def mkg_register_context_providers() -> Iterable[ContextProvider]:
     """Recall: the system prompt at session start, then the relevant project memory."""
     return [SystemPromptProvider(), ProjectContextProvider()]
+
+
+@hookimpl(trylast=True)
+def mkg_register_embedders(config: Settings) -> Iterable[Embedder]:
+    """``EMBEDDING_MODEL`` through litellm; an installed embedder plugin comes before it."""
+    return [LiteLLMEmbedder(config)]
+
+
+@hookimpl(tryfirst=True)
+def mkg_register_jobs() -> Iterable[Job]:
+    """Memory extraction after each Stop."""
+    return [ExtractionJob()]

@@ -1,0 +1,217 @@
+"""Learnings: durable facts and decisions, project-scoped or user-scoped, and how they are written.
+
+A learning's id is derived from its namespace and text, so the same fact written twice is one
+node: the namespace is the project id for ``scope='project'`` and ``user:<user id>`` for
+``scope='user'`` (project-independent, so a fact about the person dedupes across projects).
+
+Automation writes through :func:`write_learnings` only: new learnings are ``candidate``;
+an update may touch only memory the project owns or a user fact of the same user; a content
+change to an ``approved`` learning demotes it to ``candidate`` and clears its human and gate
+provenance, so automation never silently rewrites the trusted tier.
+
+::
+
+    (:Project)-[:HAS_LEARNING]->(:Learning)-[:FROM_SESSION]->(:Session)
+    (:User)-[:HAS_LEARNING]->(:Learning {scope: 'user'})
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import neo4j
+
+#: Longest learning text; longer text is cut with an ellipsis.
+TEXT_LIMIT = 500
+TASK_PATTERN_WORDS, TASK_PATTERN_CHARS = 6, 60
+DEFAULT_CONFIDENCE = 0.6
+Scope = Literal["project", "user"]
+
+
+def collapse(text: str | None, limit: int) -> str | None:
+    """Whitespace collapsed, cut at ``limit`` characters with an ellipsis; None when empty."""
+    if text is None:
+        return None
+    flat = " ".join(str(text).split())
+    if not flat:
+        return None
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def namespace(scope: str, project_id: str, user_id: str | None) -> str:
+    if scope == "user":
+        return f"user:{user_id or 'unknown'}"
+    return project_id
+
+
+def learning_id(ns: str, text: str) -> str:
+    digest = hashlib.sha1(f"{ns}\n{text.strip()}".encode(), usedforsecurity=False).hexdigest()[:16]
+    return f"learning:{ns}:{digest}"
+
+
+def task_pattern(value: str | None) -> str | None:
+    """A short lowercase grouping label, or None when it is too long to be one."""
+    text = collapse(value, 10_000)
+    if text is None or len(text) > TASK_PATTERN_CHARS or len(text.split()) > TASK_PATTERN_WORDS:
+        return None
+    return text.lower()
+
+
+def clamp_confidence(value: object, default: float = DEFAULT_CONFIDENCE) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+    if number != number:  # NaN
+        return default
+    return min(max(number, 0.0), 1.0)
+
+
+@dataclass(frozen=True)
+class LearningWrite:
+    """One create or update, ready for the graph. ``text`` None on an update keeps the old text."""
+
+    id: str
+    action: Literal["create", "update"]
+    scope: Scope
+    text: str | None
+    kind: str | None
+    confidence: float
+    task_pattern: str | None = None
+    tool_key: str | None = None
+    error_signature: str | None = None
+    resolved: bool | None = None
+    reason: str | None = None
+    embedding: list[float] | None = None
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+CREATE_LEARNINGS = """
+UNWIND $rows AS row
+MERGE (l:Learning {id: row.id})
+  ON CREATE SET l.created_at = $now, l.status = 'candidate', l.scope = row.scope, l.source = $source,
+                l.created_by_model = $model, l.user_id = $user_id, l.use_count = 0, l.support_count = 0,
+                l.project_id = $project_id
+SET l.text = row.text,
+    l.summary = coalesce(row.reason, row.text),
+    l.task_pattern = coalesce(row.task_pattern, l.task_pattern),
+    l.kind = coalesce(row.kind, l.kind, 'fact'),
+    l.tool_key = coalesce(row.tool_key, l.tool_key),
+    l.error_signature = coalesce(row.error_signature, l.error_signature),
+    l.resolved = coalesce(row.resolved, l.resolved),
+    // tombstones (rejected, superseded) never get a vector back: the index holds live memory only
+    l.embedding = CASE WHEN l.status IN ['approved', 'candidate']
+                       THEN coalesce(row.embedding, l.embedding) END,
+    l.embedding_updated_at = CASE WHEN row.embedding IS NULL THEN l.embedding_updated_at ELSE $now END,
+    l.confidence = CASE WHEN l.confidence IS NULL OR row.confidence > l.confidence
+                        THEN row.confidence ELSE l.confidence END,
+    l.support_count = coalesce(l.support_count, 0) + 1,
+    l.last_source = $source, l.last_source_session_id = $session_id, l.last_user_id = $user_id,
+    l.last_reason = row.reason, l.last_llm_model = $model, l.updated_at = $now
+WITH l, row
+MATCH (p:Project {id: $project_id})
+MERGE (p)-[:HAS_LEARNING]->(l)
+WITH l, row
+OPTIONAL MATCH (s:Session {session_id: $session_id})
+FOREACH (_ IN CASE WHEN s IS NULL THEN [] ELSE [1] END |
+  MERGE (l)-[f:FROM_SESSION]->(s) ON CREATE SET f.created_at = $now)
+WITH l, row
+OPTIONAL MATCH (u:User {id: $user_id})
+FOREACH (_ IN CASE WHEN u IS NULL OR row.scope <> 'user' THEN [] ELSE [1] END |
+  MERGE (u)-[:HAS_LEARNING]->(l))
+WITH l, row
+OPTIONAL MATCH (pp:ProjectProcessing {id: $processing_id})
+FOREACH (_ IN CASE WHEN pp IS NULL THEN [] ELSE [1] END |
+  MERGE (pp)-[r:PRODUCED_LEARNING]->(l) ON CREATE SET r.llm_model = $model, r.created_at = $now)
+RETURN l.id AS id
+"""
+
+#: Ownership guard: a user fact of this user, or a learning this project holds. Anything else
+#: (another project's memory, a guessed id) matches nothing and is reported as refused.
+UPDATE_LEARNINGS = """
+UNWIND $rows AS row
+MATCH (l:Learning {id: row.id})
+WHERE l.status IN ['approved', 'candidate']
+  AND ((l.scope = 'user' AND l.user_id = $user_id)
+       OR (l.scope = 'project' AND EXISTS { MATCH (:Project {id: $project_id})-[:HAS_LEARNING]->(l) }))
+WITH l, row, row.text IS NOT NULL AND row.text <> l.text AS changed
+WITH l, row, changed, changed AND l.status = 'approved' AS demote
+SET l.text = coalesce(row.text, l.text),
+    l.summary = coalesce(row.reason, row.text, l.summary),
+    l.task_pattern = coalesce(row.task_pattern, l.task_pattern),
+    l.kind = coalesce(row.kind, l.kind, 'fact'),
+    l.tool_key = coalesce(row.tool_key, l.tool_key),
+    l.error_signature = coalesce(row.error_signature, l.error_signature),
+    l.resolved = coalesce(row.resolved, l.resolved),
+    l.embedding = CASE WHEN changed THEN row.embedding ELSE coalesce(l.embedding, row.embedding) END,
+    l.embedding_updated_at = CASE WHEN row.embedding IS NULL THEN l.embedding_updated_at ELSE $now END,
+    l.confidence = CASE WHEN l.confidence IS NULL OR row.confidence > l.confidence
+                        THEN row.confidence ELSE l.confidence END,
+    l.support_count = coalesce(l.support_count, 0) + 1,
+    l.project_id = coalesce(l.project_id, $project_id),
+    l.last_source = $source, l.last_source_session_id = $session_id, l.last_user_id = $user_id,
+    l.last_reason = row.reason, l.last_llm_model = $model, l.updated_at = $now
+FOREACH (_ IN CASE WHEN demote THEN [1] ELSE [] END |
+  SET l.status = 'candidate', l.demoted_at = $now,
+      l.reviewed_by = null, l.reviewed_at = null, l.reviewed_by_user_id = null,
+      l.consistency_status = null, l.consistency_checked_at = null)
+WITH l, row, demote
+OPTIONAL MATCH (s:Session {session_id: $session_id})
+FOREACH (_ IN CASE WHEN s IS NULL THEN [] ELSE [1] END |
+  MERGE (l)-[f:FROM_SESSION]->(s) ON CREATE SET f.created_at = $now)
+WITH l, row, demote
+OPTIONAL MATCH (pp:ProjectProcessing {id: $processing_id})
+FOREACH (_ IN CASE WHEN pp IS NULL THEN [] ELSE [1] END |
+  MERGE (pp)-[r:UPDATED_LEARNING]->(l)
+  SET r.llm_model = $model, r.updated_at = $now, r.demoted_from_approved = demote)
+RETURN l.id AS id, demote
+"""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    created: tuple[str, ...]
+    updated: tuple[str, ...]
+    demoted: tuple[str, ...]
+    refused: tuple[str, ...]
+
+
+def write_learnings(
+    tx: neo4j.ManagedTransaction,
+    writes: list[LearningWrite],
+    *,
+    project_id: str,
+    user_id: str | None,
+    session_id: str | None,
+    source: str,
+    model: str | None,
+    now: Any,
+    processing_id: str | None = None,
+) -> WriteResult:
+    """Apply creates and ownership-guarded updates in the caller's transaction."""
+    params = {
+        "project_id": project_id,
+        "user_id": user_id,
+        "session_id": session_id,
+        "source": source,
+        "model": model,
+        "now": now,
+        "processing_id": processing_id,
+    }
+    creates = [w.row() for w in writes if w.action == "create"]
+    updates = [w.row() for w in writes if w.action == "update"]
+    created = [r["id"] for r in tx.run(CREATE_LEARNINGS, rows=creates, **params)] if creates else []
+    updated: list[str] = []
+    demoted: list[str] = []
+    if updates:
+        for record in tx.run(UPDATE_LEARNINGS, rows=updates, **params):
+            updated.append(record["id"])
+            if record["demote"]:
+                demoted.append(record["id"])
+    refused = [row["id"] for row in updates if row["id"] not in updated]
+    return WriteResult(tuple(created), tuple(updated), tuple(demoted), tuple(refused))
