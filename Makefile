@@ -12,12 +12,13 @@ TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex 
 	providers/mkg-diffbot/mkg_diffbot providers/mkg-bigquery/mkg_bigquery providers/mkg-neocarta/mkg_neocarta
 DEMO_PORT ?= 7687
 
-.PHONY: help venv neo4j lint type test bench demo neo4j-start neo4j-stop clean
+.PHONY: help venv neo4j lint type test bench bench-locomo demo neo4j-start neo4j-stop clean
 
 help:
 	@echo "make demo    start the dev Neo4j and set up MKG against it"
 	@echo "make test    lint, type-check and run every test against a real Neo4j"
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
+	@echo "make bench-locomo   recall quality on LoCoMo (own environment .venv-bench with a local embedding model)"
 	@echo "make lint | type | neo4j-start | neo4j-stop | clean"
 
 venv: $(VENV)/.installed
@@ -43,6 +44,14 @@ test: venv neo4j lint type
 BENCH_N ?= 200
 bench: venv neo4j
 	$(BIN)/python benchmarks/hook_latency.py --n $(BENCH_N) --out benchmarks/results/hook_latency.json
+
+BENCH_VENV := .venv-bench
+LOCOMO_DATA ?= ../shared/bench/locomo/dev
+
+bench-locomo: neo4j
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -e .[test] -r benchmarks/requirements-locomo.txt
+	$(BENCH_VENV)/bin/python benchmarks/recall_locomo.py --data $(LOCOMO_DATA) --json benchmarks/results/recall_locomo.json
 
 neo4j-start: neo4j
 	NEO4J_DEV_PORT=$(DEMO_PORT) devtools/neo4j/neo4j-dev start

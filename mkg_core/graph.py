@@ -42,6 +42,9 @@ def make_driver(
         connection_acquisition_timeout=connection_timeout * 2,
         max_transaction_retry_time=max_retry_time,
         user_agent="mkg",
+        # MKG's queries name properties and relationships a young graph does not have yet; the
+        # server's notices about that are noise in every log.
+        notifications_min_severity="OFF",
     )
 
 

@@ -209,8 +209,9 @@ WITH node, score
     + _LIVE_AND_UNSEEN
 )
 
-#: Reciprocal rank fusion constant.
-RRF_K = 60
+#: Reciprocal rank fusion constant. The textbook 60 flattens the head of each ranking; a small
+#: constant keeps each branch's first hits on top (measured on LoCoMo, see docs/benchmarks.md).
+RRF_K = 3
 
 MARK_INJECTED = """
 MATCH (s:Session {session_id: $session_id})
@@ -282,6 +283,7 @@ def search_learnings(
     min_score: float,
     embedder: Embedder | None = None,
     min_similarity: float = 0.0,
+    use_fulltext: bool = True,
 ) -> list[Recalled]:
     """The learnings most relevant to ``text``, best first.
 
@@ -290,6 +292,7 @@ def search_learnings(
     queries). With an ``embedder``, also the vector index, keeping hits whose cosine similarity is
     at least ``min_similarity``; the two rankings are fused by reciprocal rank fusion. If the
     vector search fails (no index, the embedder is down) fulltext alone answers.
+    ``use_fulltext=False`` leaves the fulltext branch out (vector-only ranking, for comparisons).
     """
     candidates = max(limit * 3, 20)
     params: dict[str, Any] = {
@@ -300,7 +303,7 @@ def search_learnings(
         "session_id": session_id,
     }
     rankings: dict[str, list[dict[str, Any]]] = {}
-    query = keyword_query(text)
+    query = keyword_query(text) if use_fulltext else None
     if query is not None:
         rows = graph.read(FULLTEXT_LEARNINGS, {**params, "query": query})
         if rows:

