@@ -18,15 +18,49 @@ from .schema import apply_schema
 
 
 def register_core_commands(cli: click.Group) -> None:
-    for command in (plugins_command, config_command, project_command, schema_group, seed_command):
+    from .server import serve_command
+
+    for command in (
+        plugins_command,
+        config_command,
+        project_command,
+        schema_group,
+        seed_command,
+        serve_command,
+    ):
         cli.add_command(command)
 
 
 @click.command("plugins")
 @pass_app
 def plugins_command(app: App) -> None:
-    """List loaded plugins, their versions and hooks, as JSON."""
-    print_json(describe_plugins(app.host.pm))
+    """List loaded plugins, their versions, hooks and MCP tool groups (mounted or not, and why), as JSON."""
+    from .server import plan_groups
+
+    rows = describe_plugins(app.host.pm)
+
+    def attach() -> None:
+        mounted, skipped = plan_groups(app.host, app.settings())
+        by_plugin: dict[str, list[dict[str, object]]] = {}
+        for m in mounted:
+            by_plugin.setdefault(m.plugin, []).append(
+                {"name": m.group.name, "mounted": True, "tools": [t.name for t in m.group.tools]}
+            )
+        for s in skipped:
+            by_plugin.setdefault(s.plugin, []).append(
+                {
+                    "name": s.group.name,
+                    "mounted": False,
+                    "reason": s.reason,
+                    "tools": [t.name for t in s.group.tools],
+                }
+            )
+        for row in rows:
+            if row["name"] in by_plugin:
+                row["tool_groups"] = by_plugin[row["name"]]
+
+    guarded(attach)
+    print_json(rows)
 
 
 @click.command("config")

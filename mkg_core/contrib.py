@@ -33,7 +33,12 @@ def _check_name(kind: str, name: str, pattern: re.Pattern[str] = _NAME_RE) -> No
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One MCP tool: a plain function plus what the agent is told about it."""
+    """One MCP tool: a plain function plus what the agent is told about it.
+
+    The function's parameters (with type hints) are the tool's input. If its first parameter is
+    named ``context``, the server passes a :class:`ToolContext` there and does not show it to the
+    agent. Raise :class:`~mkg_core.errors.MkgError` (or a subclass) for a clear tool error.
+    """
 
     name: str
     fn: Callable[..., Any]
@@ -70,6 +75,19 @@ class ToolGroup:
 
     def is_enabled(self, settings: Settings) -> bool:
         return True if self.enabled is None else bool(self.enabled(settings))
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool function gets besides its arguments. Nothing here connects until it is used."""
+
+    settings: Settings
+    #: The graph connection (connected, schema applied); raises GraphUnavailable when Neo4j is down.
+    graph: Callable[[], Graph]
+    #: The project a call is about: the explicit id when given, else as the hooks resolve it.
+    project: Callable[[str | None], ProjectRef]
+    user: UserRef
+    embedder: Embedder | None = None
 
 
 @dataclass(frozen=True)

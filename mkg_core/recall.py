@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .contrib import CaptureContext, ContextProvider
+from .review import QUEUE_SIZE
 
 if TYPE_CHECKING:
     from .contrib import Embedder
@@ -234,11 +235,6 @@ ORDER BY at DESC, o.id DESC
 LIMIT $limit
 """
 
-REVIEW_QUEUE_SIZE = """
-MATCH (l:Learning {status: 'candidate'})
-WHERE (l.scope = 'project' AND l.project_id = $project_id) OR (l.scope = 'user' AND l.user_id = $user_id)
-RETURN count(l) AS waiting
-"""
 
 LOAD_SYSTEM_PROMPT = "MATCH (p:SystemPrompt {name: $name}) RETURN p.content AS content, p.version AS version"
 
@@ -468,7 +464,7 @@ class ProjectContextProvider(ContextProvider):
         if session_start:
             observations = graph.read(RECENT_OBSERVATIONS, {"project_id": project.id, "limit": 5})
             waiting = int(
-                graph.read(REVIEW_QUEUE_SIZE, {"project_id": project.id, "user_id": user_id})[0]["waiting"]
+                graph.read(QUEUE_SIZE, {"project_id": project.id, "user_id": user_id})[0]["waiting"]
             )
             query = " ".join([project.name, *(str(o.get("title") or "") for o in observations)])
             budget = settings.recall_budget_session_start
@@ -506,7 +502,7 @@ class ProjectContextProvider(ContextProvider):
     def warm_up(self, graph: Graph) -> None:
         search_learnings(graph, "warm up", project_id="", user_id=None, session_id="", limit=1, min_score=1.0)
         graph.read(RECENT_OBSERVATIONS, {"project_id": "", "limit": 1})
-        graph.read(REVIEW_QUEUE_SIZE, {"project_id": "", "user_id": None})
+        graph.read(QUEUE_SIZE, {"project_id": "", "user_id": None})
 
 
 class SystemPromptProvider(ContextProvider):

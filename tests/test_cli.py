@@ -41,14 +41,21 @@ def test_mkg_plugins_prints_json() -> None:
         "mkg_register_jobs",
         "mkg_register_query_tools",
         "mkg_register_schema_statements",
+        "mkg_register_tool_groups",
     ]
+    groups = {group["name"]: group for group in rows[0]["tool_groups"]}
+    assert groups["memory"]["mounted"] and "project_get_context" in groups["memory"]["tools"]
+    assert groups["graph"]["tools"] == ["neo4j_get_schema", "neo4j_read_cypher"]
 
 
-def test_mcp_server_entry_says_it_is_not_available() -> None:
-    result = run(str(BIN / "meta-knowledge-graph"))
-    assert result.returncode == 2
-    assert "MCP server is not available in this release" in result.stderr
-    assert result.stdout == ""
+def test_mcp_server_help_and_bad_flags() -> None:
+    for argv in ([str(BIN / "meta-knowledge-graph"), "--help"], [str(BIN / "mkg"), "serve", "--help"]):
+        result = run(*argv)
+        assert result.returncode == 0, result.stderr
+        for flag in ("--db-url", "--username", "--password", "--database", "--transport", "--host", "--port"):
+            assert flag in result.stdout
+    bad = run(str(BIN / "meta-knowledge-graph"), "--transport", "carrier-pigeon")
+    assert bad.returncode == 2 and "carrier-pigeon" in bad.stderr and bad.stdout == ""
 
 
 def test_setup_non_interactive_writes_a_private_file(isolated_environment: Path, host) -> None:

@@ -289,7 +289,9 @@ def test_hook_mkg_register_tool_groups(pm, host, settings) -> None:
             return [ToolGroup("toy", (ToolSpec("toy_ping", ping, "Answer pong."),), enabled=lambda s: True)]
 
     pm.register(Plugin(), name="test-tools")
-    (group,) = host.tool_groups(settings)
+    groups = {group.name: group for group in host.tool_groups(settings)}
+    assert set(groups) == {"memory", "graph", "toy"}  # the core's groups come the same way
+    group = groups["toy"]
     assert group.is_enabled(settings)
     assert group.tools[0].fn() == "pong"
 

@@ -164,7 +164,8 @@ def test_approved_ranks_above_candidate_at_equal_relevance(capture: CaptureRig, 
 
 
 def test_session_start_injects_the_prompt_activity_and_queue(capture: CaptureRig, graph: Graph) -> None:
-    _learning(graph, "l-waiting", "Builds need Node 20", status="candidate")
+    _learning(graph, "l-waiting", "Ana builds with Node 20", status="candidate", scope="user")
+    _learning(graph, "l-ungated", "Builds need Node 20", status="candidate")  # not for a human yet
     graph.write(
         "MERGE (p:Project {id: $project}) "
         "CREATE (p)-[:HAS_OBSERVATION]->(:Observation {id: 'o1', type: 'bugfix', "

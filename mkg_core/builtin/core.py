@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..contrib import ContextProvider, Embedder, Job, QueryTool, SchemaStatement
+from ..contrib import ContextProvider, Embedder, Job, QueryTool, SchemaStatement, ToolGroup
 from ..embedding import LiteLLMEmbedder
 from ..extraction import ExtractionJob
 from ..hookspecs import hookimpl
+from ..memory_tools import core_tool_groups
 from ..recall import ProjectContextProvider, SystemPromptProvider
 from ..schema import core_statements
 
@@ -46,3 +47,9 @@ def mkg_register_embedders(config: Settings) -> Iterable[Embedder]:
 def mkg_register_jobs() -> Iterable[Job]:
     """Memory extraction after each Stop."""
     return [ExtractionJob()]
+
+
+@hookimpl(tryfirst=True)
+def mkg_register_tool_groups() -> Iterable[ToolGroup]:
+    """The MCP server's core tools: project memory, the review queue, the graph."""
+    return core_tool_groups()

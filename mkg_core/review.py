@@ -1,0 +1,210 @@
+"""The human review queue and the decisions a human makes on it.
+
+The queue holds exactly what automation cannot settle: project-scoped candidates the consistency
+gate found genuinely ambiguous (``consistency_status = 'ambiguous'``), and user-scoped candidates
+(facts about a person are never approved automatically). Oldest first, each with the live
+learnings it conflicts with (``[:CONTRADICTS]``).
+
+Decisions stamp ``reviewed_by = 'human'`` so a later gate run never silently overturns them:
+
+- ``approve``: the candidate becomes ``approved``;
+- ``reject``: it becomes a ``rejected`` tombstone (text and edges kept, embedding dropped);
+- ``edit_approve``: its text is replaced (and re-embedded), then it is approved;
+- ``keep_new``: it is approved and the learnings it conflicts with (or the one named by
+  ``conflict_id``) are superseded: ``rejected`` tombstones with ``superseded_at`` and
+  ``(new)-[:SUPERSEDES]->(old)``;
+- ``keep_existing``: it is rejected with ``[:CONTRADICTED_BY]`` to the learning that stays;
+- ``keep_both``: it is approved and the conflict is marked resolved.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .embedding import embed_or_none
+from .errors import MkgError
+from .learnings import TEXT_LIMIT, collapse
+
+if TYPE_CHECKING:
+    import neo4j
+
+    from .contrib import Embedder
+    from .graph import Graph
+
+DECISIONS = ("approve", "reject", "edit_approve", "keep_new", "keep_existing", "keep_both")
+CONFLICT_DECISIONS = frozenset({"keep_new", "keep_existing"})
+
+
+class ReviewError(MkgError):
+    """A review decision cannot be applied; the message says why."""
+
+
+QUEUE = """
+MATCH (l:Learning {status: 'candidate'})
+WHERE (l.scope = 'project' AND l.project_id = $project_id AND l.consistency_status = 'ambiguous')
+   OR (l.scope = 'user' AND l.user_id = $user_id)
+WITH l ORDER BY coalesce(l.created_at, l.updated_at) ASC, l.id LIMIT $limit
+OPTIONAL MATCH (l)-[c:CONTRADICTS]-(other:Learning)
+WHERE other.status IN ['approved', 'candidate'] AND c.resolved_at IS NULL
+WITH l, collect(CASE WHEN other IS NULL THEN null ELSE
+       {id: other.id, text: other.text, status: other.status, reason: c.reason} END) AS conflicts
+RETURN l.id AS id, l.text AS text, l.scope AS scope, l.kind AS kind, l.confidence AS confidence,
+       l.source AS source, l.consistency_status AS consistency_status,
+       toString(l.created_at) AS created_at,
+       CASE WHEN l.scope = 'user' THEN 'user fact' ELSE 'ambiguous conflict' END AS why,
+       [x IN conflicts WHERE x IS NOT NULL] AS conflicts
+"""
+
+QUEUE_SIZE = """
+MATCH (l:Learning {status: 'candidate'})
+WHERE (l.scope = 'project' AND l.project_id = $project_id AND l.consistency_status = 'ambiguous')
+   OR (l.scope = 'user' AND l.user_id = $user_id)
+RETURN count(l) AS waiting
+"""
+
+#: The learning, if the caller may decide on it: this project's, or this user's fact.
+FIND = """
+MATCH (l:Learning {id: $id})
+WHERE (l.scope = 'project' AND l.project_id = $project_id) OR (l.scope = 'user' AND l.user_id = $user_id)
+OPTIONAL MATCH (l)-[c:CONTRADICTS]-(other:Learning)
+WHERE other.status IN ['approved', 'candidate'] AND c.resolved_at IS NULL
+RETURN l.status AS status, l.text AS text, collect(other.id) AS conflicts
+"""
+
+_REVIEWED = """
+SET l.reviewed_by = 'human', l.reviewed_at = $now, l.reviewed_by_user_id = $user_id,
+    l.review_reason = $reason, l.updated_at = $now
+"""
+
+APPROVE = (
+    """
+MATCH (l:Learning {id: $id})
+SET l.status = 'approved', l.consistency_status = 'human', l.approved_at = $now
+"""
+    + _REVIEWED
+)
+
+REJECT = (
+    """
+MATCH (l:Learning {id: $id})
+SET l.status = 'rejected', l.rejected_at = $now, l.rejected_reason = coalesce($reason, 'rejected by a human'),
+    l.embedding = null
+"""
+    + _REVIEWED
+)
+
+EDIT = """
+MATCH (l:Learning {id: $id})
+SET l.previous_text = l.text, l.text = $text, l.summary = $text, l.embedding = $embedding,
+    l.embedding_updated_at = CASE WHEN $embedding IS NULL THEN null ELSE $now END
+"""
+
+SUPERSEDE = """
+MATCH (new:Learning {id: $id})
+UNWIND $others AS other_id
+MATCH (old:Learning {id: other_id})
+SET old.status = 'rejected', old.superseded_at = $now, old.rejected_at = $now,
+    old.rejected_reason = coalesce($reason, 'superseded by ' + new.id), old.embedding = null,
+    old.superseded_by = new.id, old.updated_at = $now
+MERGE (new)-[s:SUPERSEDES]->(old)
+  ON CREATE SET s.created_at = $now, s.source = 'human'
+WITH new, old
+MATCH (new)-[c:CONTRADICTS]-(old)
+SET c.resolved_at = $now, c.resolution = 'keep_new'
+"""
+
+CONTRADICTED_BY = """
+MATCH (loser:Learning {id: $id})
+UNWIND $others AS other_id
+MATCH (kept:Learning {id: other_id})
+MERGE (loser)-[s:CONTRADICTED_BY]->(kept)
+  ON CREATE SET s.created_at = $now, s.source = 'human'
+WITH loser, kept
+MATCH (loser)-[c:CONTRADICTS]-(kept)
+SET c.resolved_at = $now, c.resolution = 'keep_existing'
+"""
+
+KEEP_BOTH = """
+MATCH (l:Learning {id: $id})-[c:CONTRADICTS]-(other:Learning)
+WHERE other.id IN $others
+SET c.resolved_at = $now, c.resolution = 'keep_both'
+"""
+
+
+def review_queue(graph: Graph, *, project_id: str, user_id: str | None, limit: int = 20) -> dict[str, Any]:
+    if limit < 1:
+        raise ReviewError("limit must be at least 1")
+    params = {"project_id": project_id, "user_id": user_id, "limit": min(limit, 200)}
+    items = graph.read(QUEUE, params)
+    waiting = int(graph.read(QUEUE_SIZE, params)[0]["waiting"])
+    return {"project_id": project_id, "user_id": user_id, "waiting": waiting, "items": items}
+
+
+def resolve(
+    graph: Graph,
+    learning_id: str,
+    decision: str,
+    *,
+    project_id: str,
+    user_id: str | None,
+    text: str | None = None,
+    reason: str | None = None,
+    conflict_id: str | None = None,
+    embedder: Embedder | None = None,
+) -> dict[str, Any]:
+    """Apply a human decision in one transaction; return what changed."""
+    if decision not in DECISIONS:
+        raise ReviewError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
+    rows = graph.read(FIND, {"id": learning_id, "project_id": project_id, "user_id": user_id})
+    if not rows or rows[0]["status"] is None:
+        raise ReviewError(f"no learning {learning_id!r} in project {project_id} or among {user_id}'s facts")
+    found = rows[0]
+    if found["status"] not in ("candidate", "approved"):
+        raise ReviewError(f"learning {learning_id!r} is {found['status']}: only live memory can be reviewed")
+    new_text = None
+    embedding = None
+    if decision == "edit_approve":
+        new_text = collapse(text, 10_000)
+        if not new_text:
+            raise ReviewError("edit_approve needs the new text")
+        if len(new_text) > TEXT_LIMIT:
+            raise ReviewError(f"the new text has {len(new_text)} characters; the limit is {TEXT_LIMIT}")
+        embedding = embed_or_none(embedder, [new_text])[0]
+    others: list[str] = list(found["conflicts"])
+    if conflict_id is not None:
+        if conflict_id not in others:
+            raise ReviewError(f"{learning_id!r} has no open conflict with {conflict_id!r}")
+        others = [conflict_id]
+    if decision in CONFLICT_DECISIONS and not others:
+        raise ReviewError(f"{decision} needs an open conflict, and {learning_id!r} has none")
+    now = datetime.now(UTC)
+    params = {"id": learning_id, "now": now, "user_id": user_id, "reason": reason, "others": others}
+
+    def work(tx: neo4j.ManagedTransaction) -> None:
+        if decision == "edit_approve":
+            tx.run(EDIT, {**params, "text": new_text, "embedding": embedding}).consume()
+        if decision == "reject" or decision == "keep_existing":
+            tx.run(REJECT, params).consume()
+        else:
+            tx.run(APPROVE, params).consume()
+        if decision == "keep_new":
+            tx.run(SUPERSEDE, params).consume()
+        elif decision == "keep_existing":
+            tx.run(CONTRADICTED_BY, params).consume()
+        elif decision == "keep_both" and others:
+            tx.run(KEEP_BOTH, params).consume()
+
+    graph.write_tx(work)
+    status = "rejected" if decision in ("reject", "keep_existing") else "approved"
+    result: dict[str, Any] = {
+        "id": learning_id,
+        "decision": decision,
+        "status": status,
+        "reviewed_by": "human",
+    }
+    if decision == "keep_new":
+        result["superseded"] = others
+    if decision == "keep_existing":
+        result["kept"] = others
+    return result
