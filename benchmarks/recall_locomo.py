@@ -50,6 +50,7 @@ from mkg_core.graph import Graph  # noqa: E402
 from mkg_core.recall import estimate_tokens, search_learnings  # noqa: E402
 from mkg_core.schema import apply_schema, core_statements  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
+from mkg_core.testing import reset_database, scratch_neo4j  # noqa: E402
 
 KS = (5, 10)
 CATEGORIES = frozenset({1, 2, 3, 4})
@@ -217,26 +218,12 @@ def evaluate(
 
 @contextmanager
 def neo4j_graph(dimensions: int) -> Iterator[Graph]:
-    environ = dict(os.environ)
-    with tempfile.TemporaryDirectory(prefix="mkg-locomo-") as tmp:
-        server = None
-        if not environ.get("NEO4J_URI"):
-            from mkg_core.testing import start_dev_neo4j
-
-            print("starting a dev Neo4j...", file=sys.stderr)
-            server = start_dev_neo4j(Path(tmp) / "neo4j")
-            environ.update(server.settings_env())
-        settings = load_settings(environ=environ, project_root=tmp)
-        try:
-            with Graph.connect(settings) as graph:
-                from mkg_core.testing import reset_database
-
-                reset_database(graph)
-                apply_schema(graph, core_statements(dimensions))
-                yield graph
-        finally:
-            if server is not None:
-                server.stop()
+    with scratch_neo4j(os.environ) as environ:
+        settings = load_settings(environ=environ, project_root=tempfile.gettempdir())
+        with Graph.connect(settings) as graph:
+            reset_database(graph)
+            apply_schema(graph, core_statements(dimensions))
+            yield graph
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,8 +262,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     with neo4j_graph(embedder.dimensions if embedder else 384) as graph:
         for unit in units:
-            from mkg_core.testing import reset_database
-
             reset_database(graph)
             apply_schema(graph, core_statements(embedder.dimensions if embedder else 384))
             started = time.perf_counter()

@@ -76,8 +76,10 @@ def build_cli(host: PluginHost) -> click.Group:
 
     from . import doctor, setup_wizard, worker_cli
     from .commands import register_core_commands
+    from .memory_cli import register_memory_commands
 
     register_core_commands(cli)
+    register_memory_commands(cli)
     cli.add_command(setup_wizard.setup_command)
     cli.add_command(doctor.doctor_command)
     cli.add_command(worker_cli.worker_group)

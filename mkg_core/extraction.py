@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .contrib import CaptureContext, Job
 from .embedding import embed_or_none
 from .events import tool_key as normalize_tool_key
+from .gate import Gate
 from .learnings import (
     LearningWrite,
     clamp_confidence,
@@ -477,6 +478,7 @@ class WindowResult:
     learnings: int = 0
     observations: int = 0
     reason: str | None = None
+    created: tuple[str, ...] = ()
 
     def line(self) -> str:
         detail = f": {self.reason}" if self.reason else ""
@@ -787,6 +789,7 @@ class Extractor:
             learnings=len(result.created) + len(result.updated),
             observations=len(observations),
             reason=reason,
+            created=result.created + result.updated,
         )
 
 
@@ -837,4 +840,9 @@ class ExtractionJob(Job):
             embedder=context.embedder,
         )
         results = extractor.run(event.session_id)
-        return "; ".join(r.line() for r in results) or "nothing new"
+        summary = "; ".join(r.line() for r in results) or "nothing new"
+        if context.settings.consistency_gate:
+            changed = [lid for r in results for lid in r.created]
+            gate = Gate(context.graph, context.settings, context.project.id, context.embedder, event.harness)
+            summary += "; " + gate.run(changed).line()
+        return summary

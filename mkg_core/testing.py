@@ -126,6 +126,23 @@ def start_dev_neo4j(home: Path) -> Neo4jServer:
     return server
 
 
+@contextlib.contextmanager
+def scratch_neo4j(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """``environ`` pointed at a Neo4j for a benchmark: ``NEO4J_URI`` when it is set, else a dev
+    Neo4j with a throw-away store, started now and stopped on exit."""
+    env = dict(environ)
+    if env.get("NEO4J_URI"):
+        yield env
+        return
+    with tempfile.TemporaryDirectory(prefix="mkg-scratch-") as tmp:
+        print("starting a dev Neo4j...", file=sys.stderr)
+        server = start_dev_neo4j(Path(tmp) / "neo4j")
+        try:
+            yield {**env, **server.settings_env()}
+        finally:
+            server.stop()
+
+
 def reset_database(graph: Graph) -> None:
     """Delete every node, constraint and (non-lookup) index."""
     graph.run_autocommit("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")

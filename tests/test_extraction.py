@@ -71,6 +71,7 @@ def _script(
 @pytest.fixture
 def rig(capture: CaptureRig, graph: Graph, fake_llm: FakeLLM) -> CaptureRig:
     capture.env.update(fake_llm.env())
+    capture.env["MKG_CONSISTENCY_GATE"] = "0"  # these tests look at extraction alone; see the gate test below
     return capture
 
 
@@ -452,3 +453,37 @@ def test_failed_tool_calls_show_the_error_and_the_fix() -> None:
 
 def test_the_fake_embedder_is_deterministic() -> None:
     assert hashed_vector("Deploying services", 16) == hashed_vector("deployment service", 16)
+
+
+def test_the_gate_runs_after_extraction_in_the_same_job(
+    rig: CaptureRig, graph: Graph, fake_llm: FakeLLM
+) -> None:
+    graph.write(
+        "MERGE (p:Project {id: $p}) CREATE (p)-[:HAS_LEARNING]->(:Learning {id: 'make', status: 'approved', "
+        "scope: 'project', project_id: $p, text: 'Builds use make; run make all.'})",
+        {"p": PROJECT},
+    )
+    graph.write(  # written through MCP earlier, never gated: the sweep takes it
+        "MERGE (p:Project {id: $p}) CREATE (p)-[:HAS_LEARNING]->(:Learning {id: 'mcp', status: 'candidate', "
+        "scope: 'project', project_id: $p, text: 'Docs are published from the docs folder.', "
+        "created_at: datetime()})",
+        {"p": PROJECT},
+    )
+    _script(fake_llm, [_learning_action("Builds moved from make to Bazel; run bazel build //...")])
+    judge = 'kind="candidate">\n'
+    fake_llm.reply({"verdict": "supersedes", "ids": ["make"], "reason": "moved"}, when=judge + "Builds moved")
+    fake_llm.reply({"verdict": "consistent", "reason": "unrelated"}, when=judge + "Docs are")
+    _turn(rig, "s-gate", "We switched the build to Bazel today", "Done, builds use Bazel now.")
+    _drain_with(rig, MKG_CONSISTENCY_GATE="1")
+    rows = {
+        r["text"]: r["status"]
+        for r in graph.read("MATCH (l:Learning) RETURN l.text AS text, l.status AS status")
+    }
+    assert rows == {
+        "Builds use make; run make all.": "rejected",
+        "Builds moved from make to Bazel; run bazel build //...": "approved",
+        "Docs are published from the docs folder.": "approved",  # the sweep took it
+    }
+    with rig.spool() as spool:
+        summary = spool.db.execute("SELECT summary FROM jobs").fetchone()[0]
+    assert "gate: 1 consistent, 1 supersedes" in summary

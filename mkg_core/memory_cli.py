@@ -1,0 +1,187 @@
+"""Memory maintenance commands: ``mkg review`` (the human gate) and ``mkg backfill-embeddings``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from .cli import App, fail, guarded, pass_app, print_json
+from .embedding import choose_embedder
+from .graph import Graph
+from .identity import resolve_project, resolve_user
+from .review import resolve, review_queue
+
+KEYS = {
+    "a": "approve",
+    "r": "reject",
+    "e": "edit_approve",
+    "n": "keep_new",
+    "x": "keep_existing",
+    "b": "keep_both",
+}
+
+
+def register_memory_commands(cli: click.Group) -> None:
+    cli.add_command(review_command)
+    cli.add_command(backfill_command)
+
+
+@click.command("review")
+@click.option("--json", "as_json", is_flag=True, help="Print the queue as JSON and change nothing.")
+@click.option("--project", "project_id", help="Project id (default: the project of the current folder).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 200), help="Items to show.")
+@pass_app
+def review_command(app: App, as_json: bool, project_id: str | None, limit: int) -> None:
+    """Walk the review queue: decide on ambiguous conflicts and on facts about you.
+
+    For each item: [a]pprove, [r]eject, [e]dit then approve, keep [n]ew (it replaces what it
+    conflicts with), keep e[x]isting, keep [b]oth, [s]kip or [q]uit. Decisions are stamped
+    reviewed_by=human, so the automatic gate never overturns them.
+    """
+
+    def run() -> None:
+        settings = app.settings()
+        env = {"MKG_PROJECT_ID": project_id} if project_id else None
+        project = resolve_project(environ=env) if env else resolve_project()
+        user = resolve_user(project_root=project.root)
+        with Graph.connect(settings) as graph:
+            queue = review_queue(graph, project_id=project.id, user_id=user.id, limit=limit)
+            if as_json:
+                print_json(queue)
+                return
+            console = Console()
+            if not queue["items"]:
+                console.print(f"Nothing waits for review in {project.id} (user {user.id}).")
+                return
+            console.print(f"{queue['waiting']} item(s) wait in {project.id} (user {user.id}).")
+            embedder = choose_embedder(app.host.embedders(settings).values())
+            decided = 0
+            for item in queue["items"]:
+                _show(console, item)
+                choice = _ask(item)
+                if choice == "q":
+                    break
+                if choice == "s":
+                    continue
+                decision = KEYS[choice]
+                text = click.prompt("New text", default=item["text"]) if decision == "edit_approve" else None
+                reason = click.prompt("Reason (optional)", default="", show_default=False) or None
+                result = resolve(
+                    graph,
+                    item["id"],
+                    decision,
+                    project_id=project.id,
+                    user_id=user.id,
+                    text=text,
+                    reason=reason,
+                    embedder=embedder,
+                )
+                decided += 1
+                console.print(f"  -> {result['status']}")
+            console.print(f"{decided} decision(s) recorded.")
+
+    guarded(run)
+
+
+def _show(console: Console, item: dict[str, Any]) -> None:
+    console.print(
+        f"\n[bold]{item['id']}[/bold] ({item['why']}, {item['scope']}, created {item['created_at']})"
+    )
+    console.print(f"  {item['text']}")
+    for conflict in item["conflicts"]:
+        console.print(f"  conflicts with {conflict['id']} ({conflict['status']}): {conflict['text']}")
+
+
+def _ask(item: dict[str, Any]) -> str:
+    allowed = ["a", "r", "e"] + (["n", "x", "b"] if item["conflicts"] else []) + ["s", "q"]
+    labels = {"a": "approve", "r": "reject", "e": "edit", "n": "keep new", "x": "keep existing",
+              "b": "keep both", "s": "skip", "q": "quit"}  # fmt: skip
+    prompt = ", ".join(f"[{key}] {labels[key]}" for key in allowed)
+    return str(click.prompt(prompt, type=click.Choice(allowed), show_choices=False))
+
+
+LIVE_WITHOUT_EMBEDDING = """
+MATCH (n)
+WHERE (n:Learning AND n.status IN ['approved', 'candidate'] OR n:Observation)
+  AND n.embedding IS NULL AND NOT n.id IN $failed
+RETURN n.id AS id, labels(n)[0] AS label,
+       CASE WHEN n:Observation
+            THEN coalesce(n.title, '') + '\n' + reduce(s = '', f IN coalesce(n.facts, []) | s + f + ' ')
+                 + '\n' + coalesce(n.narrative, '')
+            ELSE n.text END AS text
+LIMIT $batch
+"""
+COUNT_MISSING = """
+MATCH (n)
+WHERE (n:Learning AND n.status IN ['approved', 'candidate'] OR n:Observation) AND n.embedding IS NULL
+RETURN count(n) AS missing
+"""
+STORE = """
+UNWIND $rows AS row
+MATCH (n {id: row.id}) WHERE (n:Learning OR n:Observation) AND n.embedding IS NULL
+SET n.embedding = row.vector, n.embedding_updated_at = $now
+"""
+
+
+@click.command("backfill-embeddings")
+@click.option(
+    "--batch", default=64, show_default=True, type=click.IntRange(1, 2048), help="Texts per request."
+)
+@pass_app
+def backfill_command(app: App, batch: int) -> None:
+    """Embed live learnings and observations that have no embedding yet (tombstones are skipped).
+
+    Safe to stop and run again: each batch is stored as it completes and only what still lacks an
+    embedding is taken.
+    """
+
+    def run() -> None:
+        settings = app.settings()
+        embedder = choose_embedder(app.host.embedders(settings).values())
+        if embedder is None:
+            fail(
+                "no embedder is available: set the provider key for EMBEDDING_MODEL "
+                f"({settings.embedding_model})"
+            )
+            return
+        with Graph.connect(settings) as graph:
+            total = int(graph.read(COUNT_MISSING)[0]["missing"])
+            if not total:
+                click.echo("Every live learning and observation already has an embedding.")
+                return
+            done = 0
+            failed: list[str] = []
+            columns = (TextColumn("embedding"), BarColumn(), MofNCompleteColumn())
+            with Progress(*columns, transient=True) as progress:
+                task = progress.add_task("embed", total=total)
+                while True:
+                    rows = graph.read(LIVE_WITHOUT_EMBEDDING, {"batch": batch, "failed": failed})
+                    if not rows:
+                        break
+                    try:
+                        vectors = embedder.embed([row["text"] or " " for row in rows])
+                    except Exception as exc:
+                        failed += [row["id"] for row in rows]
+                        click.echo(f"a batch of {len(rows)} failed: {exc}", err=True)
+                        progress.advance(task, len(rows))
+                        continue
+                    graph.write(
+                        STORE,
+                        {
+                            "rows": [
+                                {"id": r["id"], "vector": v} for r, v in zip(rows, vectors, strict=True)
+                            ],
+                            "now": datetime.now(UTC),
+                        },
+                    )
+                    done += len(rows)
+                    progress.advance(task, len(rows))
+            click.echo(f"Embedded {done} of {total} item(s) with {embedder.name}; {len(failed)} failed.")
+            if failed:
+                raise SystemExit(1)
+
+    guarded(run)
