@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from . import consolidation
 from .cli import App, fail, guarded, pass_app, print_json
 from .embedding import choose_embedder
 from .graph import Graph
@@ -28,6 +29,7 @@ KEYS = {
 def register_memory_commands(cli: click.Group) -> None:
     cli.add_command(review_command)
     cli.add_command(backfill_command)
+    cli.add_command(prompt_group)
 
 
 @click.command("review")
@@ -183,5 +185,86 @@ def backfill_command(app: App, batch: int) -> None:
             click.echo(f"Embedded {done} of {total} item(s) with {embedder.name}; {len(failed)} failed.")
             if failed:
                 raise SystemExit(1)
+
+    guarded(run)
+
+
+@click.group("prompt")
+def prompt_group() -> None:
+    """See, compare and roll back the persisted system prompt (SystemPrompt 'default')."""
+
+
+@prompt_group.command("show")
+@pass_app
+def prompt_show(app: App) -> None:
+    """Print the current system prompt and its version."""
+
+    def run() -> None:
+        with Graph.connect(app.settings()) as graph:
+            row = graph.read(consolidation.LOAD, {"name": consolidation.PROMPT_NAME})[0]
+        if row["content"] is None:
+            click.echo("No system prompt is stored yet: sessions get the built-in bootstrap prompt.")
+            return
+        click.echo(f"# version {row['version']}\n")
+        click.echo(row["content"])
+
+    guarded(run)
+
+
+@prompt_group.command("history")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def prompt_history(app: App, as_json: bool) -> None:
+    """List every version: when, from what (seed, consolidation, rollback), what was folded."""
+
+    def run() -> None:
+        with Graph.connect(app.settings()) as graph:
+            rows = consolidation.history(graph)
+        if as_json:
+            print_json(rows)
+            return
+        if not rows:
+            click.echo("No versions yet.")
+            return
+        for row in rows:
+            mark = "*" if row["current"] else " "
+            folded = f", folded {row['folded']} fact(s)" if row["folded"] else ""
+            click.echo(
+                f"{mark} v{row['version']}  {row['created_at']}  {row['source']}{folded}  "
+                f"{row['chars']} chars  {row['summary'] or ''}".rstrip()
+            )
+
+    guarded(run)
+
+
+@prompt_group.command("diff")
+@click.argument("v1", type=int)
+@click.argument("v2", type=int)
+@pass_app
+def prompt_diff(app: App, v1: int, v2: int) -> None:
+    """Show what changed between two versions, as a unified diff."""
+    import difflib
+
+    def run() -> None:
+        with Graph.connect(app.settings()) as graph:
+            old, new = consolidation.version_content(graph, v1), consolidation.version_content(graph, v2)
+        lines = difflib.unified_diff(
+            old.splitlines(), new.splitlines(), fromfile=f"v{v1}", tofile=f"v{v2}", lineterm=""
+        )
+        click.echo("\n".join(lines) or f"v{v1} and v{v2} are the same.")
+
+    guarded(run)
+
+
+@prompt_group.command("rollback")
+@click.argument("version", type=int)
+@pass_app
+def prompt_rollback(app: App, version: int) -> None:
+    """Make VERSION's text current again (recorded as a new version, so it can be undone too)."""
+
+    def run() -> None:
+        with Graph.connect(app.settings()) as graph:
+            new = consolidation.rollback(graph, version)
+        click.echo(f"The system prompt is now version {new}, with the text of version {version}.")
 
     guarded(run)

@@ -160,7 +160,11 @@ def test_a_stop_distils_learnings_and_a_timeline_entry(
     rig.drain()  # nothing new: the window is never processed twice
     assert len(fake_llm.chats()) == calls
     status = json.loads(rig.mkg("status", "--json").stdout)
-    assert status["spool"]["jobs"] == {"pending": 0, "done": 1, "failed": 0}
+    assert status["spool"]["jobs"] == {
+        "pending": 0,
+        "done": 2,
+        "failed": 0,
+    }  # extraction, prompt consolidation
 
 
 def test_updates_are_ownership_scoped_and_demote_approved_memory(
@@ -398,7 +402,7 @@ def test_extraction_can_be_turned_off(rig: CaptureRig, graph: Graph, fake_llm: F
     _drain_with(rig, MKG_EXTRACTION="0")
     assert fake_llm.chats() == []
     with rig.spool() as spool:
-        assert spool.job_counts()["done"] == 0 and spool.job_counts()["pending"] == 0
+        assert spool.db.execute("SELECT count(*) FROM jobs WHERE name = 'extraction'").fetchone()[0] == 0
 
 
 # -- the corpus ----------------------------------------------------------------------------------------
@@ -485,5 +489,5 @@ def test_the_gate_runs_after_extraction_in_the_same_job(
         "Docs are published from the docs folder.": "approved",  # the sweep took it
     }
     with rig.spool() as spool:
-        summary = spool.db.execute("SELECT summary FROM jobs").fetchone()[0]
+        summary = spool.db.execute("SELECT summary FROM jobs WHERE name = 'extraction'").fetchone()[0]
     assert "gate: 1 consistent, 1 supersedes" in summary

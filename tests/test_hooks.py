@@ -236,7 +236,7 @@ def test_hook_mkg_register_embedders(pm, host, settings) -> None:
 
 
 def test_hook_mkg_register_jobs(pm, host, settings) -> None:
-    assert [job.name for job in host.jobs(settings)] == ["extraction"]
+    assert [job.name for job in host.jobs(settings)] == ["extraction", "prompt-consolidation"]
 
     class Tally(Job):
         name = "tally"
@@ -252,7 +252,7 @@ def test_hook_mkg_register_jobs(pm, host, settings) -> None:
 
     pm.register(Plugin(), name="test-jobs")
     jobs = {job.name: job for job in host.jobs(settings)}
-    assert set(jobs) == {"extraction", "tally"}
+    assert set(jobs) == {"extraction", "prompt-consolidation", "tally"}
     end = _event("SessionEnd")
     assert jobs["tally"].matches(end) and not jobs["extraction"].matches(end)
     assert jobs["tally"].run(end, None) == "counted s1"  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..consolidation import PromptConsolidationJob
 from ..contrib import ContextProvider, Embedder, Job, QueryTool, SchemaStatement, ToolGroup
 from ..embedding import LiteLLMEmbedder
 from ..extraction import ExtractionJob
@@ -45,8 +46,8 @@ def mkg_register_embedders(config: Settings) -> Iterable[Embedder]:
 
 @hookimpl(tryfirst=True)
 def mkg_register_jobs() -> Iterable[Job]:
-    """Memory extraction after each Stop."""
-    return [ExtractionJob()]
+    """Memory extraction (and the gate) after each Stop; system-prompt consolidation after it."""
+    return [ExtractionJob(), PromptConsolidationJob()]
 
 
 @hookimpl(tryfirst=True)
