@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .contrib import Embedder
 from .errors import MkgError
-from .llm import credentials_for, provider_of
+from .llm import PROVIDER_KEYS, credentials_for, provider_of
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -44,12 +44,8 @@ class LiteLLMEmbedder(Embedder):
         if self.model.strip().lower() in DISABLED:
             return False
         creds = credentials_for(self.model, self.settings)
-        return bool(creds.api_key) or provider_of(self.model) not in (
-            "openai",
-            "anthropic",
-            "gemini",
-            "openrouter",
-        )
+        # A provider MKG has no key setting for is left to litellm's own environment handling.
+        return bool(creds.api_key) or provider_of(self.model) not in PROVIDER_KEYS
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         from .llm import _litellm

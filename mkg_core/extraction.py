@@ -604,7 +604,7 @@ class Extractor:
         writes = self._embed_writes(writes)
         for row, vector in zip(
             observations,
-            embed_or_none(self.embedder, [_observation_text(row) for row in observations]),
+            embed_or_none(self.embedder, [observation_text(row) for row in observations]),
             strict=True,
         ):
             row["embedding"] = vector
@@ -804,7 +804,8 @@ class _Window:
     ended_at: Any
 
 
-def _observation_text(row: dict[str, Any]) -> str:
+def observation_text(row: dict[str, Any]) -> str:
+    """What an observation is embedded from: its title, facts and narrative."""
     return "\n".join(part for part in (row["title"], " ".join(row["facts"]), row["narrative"]) if part)
 
 

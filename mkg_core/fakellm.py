@@ -54,7 +54,7 @@ class Logged:
     def text(self) -> str:
         """Everything the request asked: all message contents, or the embedding inputs."""
         if "messages" in self.body:
-            return "\n".join(str(m.get("content", "")) for m in self.body["messages"])
+            return _messages_text(self.body)
         raw = self.body.get("input", [])
         return "\n".join(raw if isinstance(raw, list) else [str(raw)])
 
@@ -145,7 +145,7 @@ class FakeLLM:
     # -- answering ------------------------------------------------------------------------------
 
     def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:
-        text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        text = _messages_text(body)
         with self._lock:
             rule = next((r for r in self.rules if r.matches(text)), None)
             if rule is not None:
@@ -191,6 +191,10 @@ class FakeLLM:
             "model": str(body.get("model", "fake")),
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
+
+
+def _messages_text(body: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
 
 
 def hashed_vector(text: str, dims: int) -> list[float]:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .embedding import embed_or_none
+from .learnings import CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TOMBSTONE
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .recall import keyword_query
 
@@ -140,36 +141,9 @@ SET c.consistency_status = $verdict, c.consistency_checked_at = $now, c.consiste
 
 APPROVE = _GUARD + _CHECKED + "SET c.status = 'approved', c.approved_at = $now RETURN c.id AS id"
 
-SUPERSEDE = (
-    _GUARD
-    + _CHECKED
-    + """
-SET c.status = 'approved', c.approved_at = $now
-WITH c
-UNWIND $ids AS old_id
-MATCH (old:Learning {id: old_id}) WHERE old.status IN ['approved', 'candidate']
-SET old.status = 'rejected', old.superseded_at = $now, old.rejected_at = $now, old.superseded_by = c.id,
-    old.rejected_reason = 'superseded: ' + $reason, old.embedding = null, old.updated_at = $now
-MERGE (c)-[s:SUPERSEDES]->(old)
-  ON CREATE SET s.created_at = $now, s.source = 'gate', s.reason = $reason
-RETURN DISTINCT c.id AS id
-"""
-)
+SUPERSEDE = _GUARD + _CHECKED + "SET c.status = 'approved', c.approved_at = $now\n" + SUPERSEDE_OTHERS
 
-CONTRADICTED = (
-    _GUARD
-    + _CHECKED
-    + """
-SET c.status = 'rejected', c.rejected_at = $now, c.rejected_reason = 'contradicted: ' + $reason,
-    c.embedding = null
-WITH c
-UNWIND $ids AS kept_id
-MATCH (kept:Learning {id: kept_id})
-MERGE (c)-[s:CONTRADICTED_BY]->(kept)
-  ON CREATE SET s.created_at = $now, s.source = 'gate', s.reason = $reason
-RETURN DISTINCT c.id AS id
-"""
-)
+CONTRADICTED = _GUARD + _CHECKED + TOMBSTONE + CONTRADICTED_BY_OTHERS
 
 RESTATEMENT = (
     _GUARD
@@ -356,6 +330,9 @@ class Gate:
             "reason": reason,
             "model": model,
             "now": datetime.now(UTC),
+            "source": "gate",
+            "resolution": verdict,
+            "rejected_reason": f"{verdict}: {reason}",
         }
 
         def work(tx: neo4j.ManagedTransaction) -> bool:

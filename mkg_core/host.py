@@ -132,6 +132,12 @@ class PluginHost:
         _unique("embedder", (e.name for e in embedders))
         return {e.name: e for e in embedders}
 
+    def embedder(self, config: Settings) -> Embedder | None:
+        """The embedder in use: the first available one (an installed plugin's before the built-in)."""
+        from .embedding import choose_embedder
+
+        return choose_embedder(self.embedders(config).values())
+
     def seeders(self, config: Settings) -> dict[str, Seeder]:
         seeders = self._typed("mkg_register_seeders", {"config": config}, Seeder, "seeder")
         _unique("seeder", (s.name for s in seeders))

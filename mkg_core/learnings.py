@@ -173,6 +173,48 @@ RETURN l.id AS id, demote
 """
 
 
+# -- transitions shared by the gate and the human review ---------------------------------------------
+# Fragments that follow a clause binding ``c``, the learning decided on. Parameters: $ids (the other
+# learnings), $now, $reason, $source ('gate' or 'human'), $resolution (recorded on a resolved
+# [:CONTRADICTS]), $rejected_reason.
+
+#: ``c`` becomes a tombstone: text and edges stay, the embedding goes (the vector index holds live
+#: memory only).
+TOMBSTONE = """
+SET c.status = 'rejected', c.rejected_at = $now, c.rejected_reason = $rejected_reason, c.embedding = null,
+    c.updated_at = $now
+"""
+
+#: ``c`` replaces the learnings in $ids: they become tombstones with ``superseded_at``.
+SUPERSEDE_OTHERS = """
+WITH c
+UNWIND $ids AS old_id
+MATCH (old:Learning {id: old_id}) WHERE old.status IN ['approved', 'candidate']
+SET old.status = 'rejected', old.superseded_at = $now, old.rejected_at = $now, old.superseded_by = c.id,
+    old.rejected_reason = 'superseded by ' + c.id + ': ' + $reason, old.embedding = null,
+    old.updated_at = $now
+MERGE (c)-[s:SUPERSEDES]->(old)
+  ON CREATE SET s.created_at = $now, s.source = $source, s.reason = $reason
+WITH c, old
+OPTIONAL MATCH (c)-[x:CONTRADICTS]-(old)
+SET x.resolved_at = $now, x.resolution = $resolution
+RETURN DISTINCT c.id AS id
+"""
+
+#: ``c`` lost to the learnings in $ids.
+CONTRADICTED_BY_OTHERS = """
+WITH c
+UNWIND $ids AS kept_id
+MATCH (kept:Learning {id: kept_id})
+MERGE (c)-[s:CONTRADICTED_BY]->(kept)
+  ON CREATE SET s.created_at = $now, s.source = $source, s.reason = $reason
+WITH c, kept
+OPTIONAL MATCH (c)-[x:CONTRADICTS]-(kept)
+SET x.resolved_at = $now, x.resolution = $resolution
+RETURN DISTINCT c.id AS id
+"""
+
+
 @dataclass(frozen=True)
 class WriteResult:
     created: tuple[str, ...]

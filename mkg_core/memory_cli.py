@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from . import consolidation
 from .cli import App, fail, guarded, pass_app, print_json
-from .embedding import choose_embedder
+from .extraction import observation_text
 from .graph import Graph
 from .identity import resolve_project, resolve_user
 from .review import resolve, review_queue
@@ -60,7 +60,7 @@ def review_command(app: App, as_json: bool, project_id: str | None, limit: int) 
                 console.print(f"Nothing waits for review in {project.id} (user {user.id}).")
                 return
             console.print(f"{queue['waiting']} item(s) wait in {project.id} (user {user.id}).")
-            embedder = choose_embedder(app.host.embedders(settings).values())
+            embedder = app.host.embedder(settings)
             decided = 0
             for item in queue["items"]:
                 _show(console, item)
@@ -110,11 +110,8 @@ LIVE_WITHOUT_EMBEDDING = """
 MATCH (n)
 WHERE (n:Learning AND n.status IN ['approved', 'candidate'] OR n:Observation)
   AND n.embedding IS NULL AND NOT n.id IN $failed
-RETURN n.id AS id, labels(n)[0] AS label,
-       CASE WHEN n:Observation
-            THEN coalesce(n.title, '') + '\n' + reduce(s = '', f IN coalesce(n.facts, []) | s + f + ' ')
-                 + '\n' + coalesce(n.narrative, '')
-            ELSE n.text END AS text
+RETURN n.id AS id, n:Observation AS observation, n.text AS text,
+       coalesce(n.title, '') AS title, coalesce(n.facts, []) AS facts, coalesce(n.narrative, '') AS narrative
 LIMIT $batch
 """
 COUNT_MISSING = """
@@ -143,7 +140,7 @@ def backfill_command(app: App, batch: int) -> None:
 
     def run() -> None:
         settings = app.settings()
-        embedder = choose_embedder(app.host.embedders(settings).values())
+        embedder = app.host.embedder(settings)
         if embedder is None:
             fail(
                 "no embedder is available: set the provider key for EMBEDDING_MODEL "
@@ -165,7 +162,7 @@ def backfill_command(app: App, batch: int) -> None:
                     if not rows:
                         break
                     try:
-                        vectors = embedder.embed([row["text"] or " " for row in rows])
+                        vectors = embedder.embed([_text_of(row) for row in rows])
                     except Exception as exc:
                         failed += [row["id"] for row in rows]
                         click.echo(f"a batch of {len(rows)} failed: {exc}", err=True)
@@ -268,3 +265,9 @@ def prompt_rollback(app: App, version: int) -> None:
         click.echo(f"The system prompt is now version {new}, with the text of version {version}.")
 
     guarded(run)
+
+
+def _text_of(row: dict[str, Any]) -> str:
+    """The text a learning or an observation is embedded from (as extraction embeds it)."""
+    text = observation_text(row) if row["observation"] else row["text"]
+    return text or " "

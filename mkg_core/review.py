@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .embedding import embed_or_none
 from .errors import MkgError
-from .learnings import TEXT_LIMIT, collapse
+from .learnings import CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TEXT_LIMIT, TOMBSTONE, collapse
 
 if TYPE_CHECKING:
     import neo4j
@@ -73,62 +73,32 @@ RETURN l.status AS status, l.text AS text, collect(other.id) AS conflicts
 """
 
 _REVIEWED = """
-SET l.reviewed_by = 'human', l.reviewed_at = $now, l.reviewed_by_user_id = $user_id,
-    l.review_reason = $reason, l.updated_at = $now
+SET c.reviewed_by = 'human', c.reviewed_at = $now, c.reviewed_by_user_id = $user_id,
+    c.review_reason = $reason, c.updated_at = $now
 """
+
+_FIND_C = "MATCH (c:Learning {id: $id})\n"
 
 APPROVE = (
-    """
-MATCH (l:Learning {id: $id})
-SET l.status = 'approved', l.consistency_status = 'human', l.approved_at = $now
-"""
-    + _REVIEWED
+    _FIND_C + "SET c.status = 'approved', c.consistency_status = 'human', c.approved_at = $now\n" + _REVIEWED
 )
 
-REJECT = (
-    """
-MATCH (l:Learning {id: $id})
-SET l.status = 'rejected', l.rejected_at = $now, l.rejected_reason = coalesce($reason, 'rejected by a human'),
-    l.embedding = null
-"""
-    + _REVIEWED
-)
+REJECT = _FIND_C + TOMBSTONE + _REVIEWED
 
 EDIT = """
-MATCH (l:Learning {id: $id})
-SET l.previous_text = l.text, l.text = $text, l.summary = $text, l.embedding = $embedding,
-    l.embedding_updated_at = CASE WHEN $embedding IS NULL THEN null ELSE $now END
+MATCH (c:Learning {id: $id})
+SET c.previous_text = c.text, c.text = $text, c.summary = $text, c.embedding = $embedding,
+    c.embedding_updated_at = CASE WHEN $embedding IS NULL THEN null ELSE $now END
 """
 
-SUPERSEDE = """
-MATCH (new:Learning {id: $id})
-UNWIND $others AS other_id
-MATCH (old:Learning {id: other_id})
-SET old.status = 'rejected', old.superseded_at = $now, old.rejected_at = $now,
-    old.rejected_reason = coalesce($reason, 'superseded by ' + new.id), old.embedding = null,
-    old.superseded_by = new.id, old.updated_at = $now
-MERGE (new)-[s:SUPERSEDES]->(old)
-  ON CREATE SET s.created_at = $now, s.source = 'human'
-WITH new, old
-MATCH (new)-[c:CONTRADICTS]-(old)
-SET c.resolved_at = $now, c.resolution = 'keep_new'
-"""
+SUPERSEDE = _FIND_C + SUPERSEDE_OTHERS
 
-CONTRADICTED_BY = """
-MATCH (loser:Learning {id: $id})
-UNWIND $others AS other_id
-MATCH (kept:Learning {id: other_id})
-MERGE (loser)-[s:CONTRADICTED_BY]->(kept)
-  ON CREATE SET s.created_at = $now, s.source = 'human'
-WITH loser, kept
-MATCH (loser)-[c:CONTRADICTS]-(kept)
-SET c.resolved_at = $now, c.resolution = 'keep_existing'
-"""
+CONTRADICTED_BY = _FIND_C + CONTRADICTED_BY_OTHERS
 
 KEEP_BOTH = """
-MATCH (l:Learning {id: $id})-[c:CONTRADICTS]-(other:Learning)
-WHERE other.id IN $others
-SET c.resolved_at = $now, c.resolution = 'keep_both'
+MATCH (:Learning {id: $id})-[x:CONTRADICTS]-(other:Learning)
+WHERE other.id IN $ids
+SET x.resolved_at = $now, x.resolution = 'keep_both'
 """
 
 
@@ -179,7 +149,16 @@ def resolve(
     if decision in CONFLICT_DECISIONS and not others:
         raise ReviewError(f"{decision} needs an open conflict, and {learning_id!r} has none")
     now = datetime.now(UTC)
-    params = {"id": learning_id, "now": now, "user_id": user_id, "reason": reason, "others": others}
+    params = {
+        "id": learning_id,
+        "now": now,
+        "user_id": user_id,
+        "reason": reason,
+        "ids": others,
+        "source": "human",
+        "resolution": decision,
+        "rejected_reason": reason or "rejected by a human",
+    }
 
     def work(tx: neo4j.ManagedTransaction) -> None:
         if decision == "edit_approve":
@@ -189,9 +168,9 @@ def resolve(
         else:
             tx.run(APPROVE, params).consume()
         if decision == "keep_new":
-            tx.run(SUPERSEDE, params).consume()
+            tx.run(SUPERSEDE, {**params, "reason": reason or "decided by a human"}).consume()
         elif decision == "keep_existing":
-            tx.run(CONTRADICTED_BY, params).consume()
+            tx.run(CONTRADICTED_BY, {**params, "reason": reason or "decided by a human"}).consume()
         elif decision == "keep_both" and others:
             tx.run(KEEP_BOTH, params).consume()
 

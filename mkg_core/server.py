@@ -96,9 +96,7 @@ class Runtime:
 
     def embedder(self) -> Embedder | None:
         if not self._embedder_chosen:
-            from .embedding import choose_embedder
-
-            self._embedder = choose_embedder(self.host.embedders(self.settings).values())
+            self._embedder = self.host.embedder(self.settings)
             self._embedder_chosen = True
         return self._embedder
 

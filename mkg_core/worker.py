@@ -27,7 +27,6 @@ from typing import Any
 
 from . import runtime
 from .contrib import CaptureContext, CaptureHandler, ContextProvider, Embedder, Job
-from .embedding import choose_embedder
 from .errors import ConfigError, GraphUnavailable, MkgError, PayloadError
 from .events import HookEvent
 from .graph import Graph
@@ -353,7 +352,7 @@ class Worker:
             hashlib.sha256(keys.encode()).hexdigest()[:16],
         )
         if cache_key not in self._embedders:
-            self._embedders[cache_key] = choose_embedder(self.host.embedders(settings).values())
+            self._embedders[cache_key] = self.host.embedder(settings)
         return self._embedders[cache_key]
 
     # -- background jobs ------------------------------------------------------------------------
