@@ -7,15 +7,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 PACKAGES := -e .[dev] \
 	-e providers/mkg-diffbot -e providers/mkg-bigquery -e providers/mkg-neocarta \
-	-e harnesses/mkg-claude -e harnesses/mkg-codex
+	-e harnesses/mkg-claude -e harnesses/mkg-codex -e import/sales_agent
 TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex \
-	providers/mkg-diffbot/mkg_diffbot providers/mkg-bigquery/mkg_bigquery providers/mkg-neocarta/mkg_neocarta
+	providers/mkg-diffbot/mkg_diffbot providers/mkg-bigquery/mkg_bigquery providers/mkg-neocarta/mkg_neocarta \
+	import/sales_agent/mkg_sales_agent
 DEMO_PORT ?= 7687
 
 .PHONY: help venv neo4j lint type test bench bench-locomo demo neo4j-start neo4j-stop clean
 
 help:
-	@echo "make demo    start the dev Neo4j and set up MKG against it"
+	@echo "make demo    the RoadFlex demo loop: dev Neo4j (unless NEO4J_URI is set), schema, seed, two sessions"
 	@echo "make test    lint, type-check and run every test against a real Neo4j"
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
 	@echo "make bench-locomo   recall quality on LoCoMo (own environment .venv-bench with a local embedding model)"
@@ -23,7 +24,7 @@ help:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml providers/*/pyproject.toml harnesses/*/pyproject.toml
+$(VENV)/.installed: pyproject.toml providers/*/pyproject.toml harnesses/*/pyproject.toml import/sales_agent/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check $(PACKAGES)
 	touch $@
@@ -59,12 +60,8 @@ neo4j-start: neo4j
 neo4j-stop:
 	devtools/neo4j/neo4j-dev stop
 
-demo: venv neo4j-start
-	NEO4J_URI=bolt://127.0.0.1:$(DEMO_PORT) $(BIN)/mkg schema apply
-	NEO4J_URI=bolt://127.0.0.1:$(DEMO_PORT) $(BIN)/mkg doctor || true
-	@echo
-	@echo "The dev Neo4j is running at bolt://127.0.0.1:$(DEMO_PORT) (stop it with: make neo4j-stop)."
-	@echo "The sales-agent demo loop is not part of this release yet; the graph and schema are ready for it."
+demo: venv neo4j
+	$(BIN)/mkg demo --port $(DEMO_PORT)
 
 clean:
 	rm -rf $(VENV) .tox devtools/neo4j/target

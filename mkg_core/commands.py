@@ -175,8 +175,16 @@ def seed_command(app: App, name: str | None) -> None:
         if name not in seeders:
             known = ", ".join(sorted(seeders)) or "none"
             raise click.UsageError(f"unknown seeder {name!r} (installed: {known})")
-        with Graph.connect(settings) as graph:
-            seeders[name].run(SeedContext(graph=graph, settings=settings, progress=click.echo))
+        console = Console()
+        with Graph.connect(settings) as graph, console.status(f"seeding {name}..."):
+            context = SeedContext(
+                graph=graph,
+                settings=settings,
+                progress=lambda message: console.print(message, markup=False, highlight=False),
+                embedder=app.host.embedder(settings),
+            )
+            seeders[name].run(context)
+        console.print(f"seeded {name}")
 
     guarded(run)
 

@@ -353,6 +353,34 @@ def rollback(graph: Graph, version: int, *, now: datetime | None = None) -> int:
     )
 
 
+def seed(graph: Graph, content: str, *, summary: str, now: datetime | None = None) -> tuple[bool, int]:
+    """Make ``content`` the current prompt, as a new version, unless it already is.
+
+    Returns whether a version was written and the current version number. Seeding the same text
+    again writes nothing, so seeders stay idempotent.
+    """
+    content = content.strip()
+    if not content:
+        raise PromptError("a seeded system prompt cannot be empty")
+    if len(content) > MAX_PROMPT_CHARS:
+        raise PromptError(f"a seeded system prompt is limited to {MAX_PROMPT_CHARS} characters")
+    current = graph.read(LOAD, {"name": PROMPT_NAME})[0]
+    if (current["content"] or "").strip() == content:
+        return False, int(current["version"])
+    version = write_version(
+        graph,
+        content,
+        old_content=current["content"] or BOOTSTRAP_PROMPT,
+        expected_version=int(current["version"]),
+        source="seed",
+        model=None,
+        folded=[],
+        summary=summary,
+        now=now or datetime.now(UTC),
+    )
+    return True, version
+
+
 class PromptConsolidationJob(Job):
     """The service as a worker job, on Stop and SessionEnd, once per user at a time."""
 

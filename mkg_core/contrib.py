@@ -125,11 +125,13 @@ class SchemaStatement:
 
 @dataclass(frozen=True)
 class SeedContext:
-    """What a seeder gets: the graph, the settings and a progress callback."""
+    """What a seeder gets: the graph, the settings, a progress callback and the embedder in use
+    (None when embeddings are off or unavailable; seeders then write text only)."""
 
     graph: Graph
     settings: Settings
     progress: Callable[[str], None] = field(default=lambda message: None)
+    embedder: Embedder | None = None
 
 
 @dataclass(frozen=True)
