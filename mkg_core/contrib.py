@@ -7,7 +7,7 @@ a :class:`ToolSpec` into an SDK tool in one module), so plugins never depend on 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -166,6 +166,8 @@ class CaptureContext:
     event_id: str | None = None
     #: The embedder in use for these settings, or None (then every path falls back to fulltext).
     embedder: Embedder | None = None
+    #: The query tools these settings mount, by tool key (see ``mkg_register_query_tools``).
+    query_tools: Mapping[str, QueryTool] = field(default_factory=dict)
 
 
 class CaptureHandler:

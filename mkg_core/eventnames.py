@@ -23,6 +23,9 @@ EVENT_NAMES: tuple[str, ...] = (
 
 #: Events whose hook must answer the harness (recall injects memory into them).
 ANSWERING_EVENTS: frozenset[str] = frozenset({"SessionStart", "UserPromptSubmit"})
+#: Events that wait for an answer only for the tools the worker lists (query tools: a failed query
+#: gets the known fix for its error).
+TOOL_ANSWERING_EVENTS: frozenset[str] = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 _BY_LOWER = {name.lower(): name for name in EVENT_NAMES}
 _EVENT_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
@@ -38,3 +41,24 @@ def canonical_event_name(name: str) -> str | None:
     if not _EVENT_NAME_RE.match(name):
         return None
     return _BY_LOWER.get(name.lower(), name)
+
+
+def tool_key(tool_name: str | None) -> str | None:
+    """Reduce a harness tool name to the harness-independent tool key.
+
+    MCP tools are spelt differently by every harness and install mode
+    (``mcp__meta-knowledge-graph__neo4j_read_cypher``,
+    ``mcp__plugin_meta-knowledge-graph_meta-knowledge-graph__neo4j_read_cypher``,
+    ``mcp__meta_knowledge_graph__neo4j_read_cypher``); all map to the part after the last ``__``.
+    Built-in tools (``Bash``, ``Edit``) keep their name.
+    """
+    if tool_name is None:
+        return None
+    name = tool_name.strip()
+    if not name:
+        return None
+    if name[:5].lower() == "mcp__":
+        rest = name[5:]
+        if "__" in rest:
+            return rest.rsplit("__", 1)[1] or None
+    return name

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .eventnames import ANSWERING_EVENTS, EVENT_NAMES, canonical_event_name
+from .eventnames import ANSWERING_EVENTS, EVENT_NAMES, canonical_event_name, tool_key
 
 __all__ = [
     "ANSWERING_EVENTS",
@@ -26,27 +26,6 @@ __all__ = [
     "response_text",
     "tool_key",
 ]
-
-
-def tool_key(tool_name: str | None) -> str | None:
-    """Reduce a harness tool name to the harness-independent tool key.
-
-    MCP tools are spelt differently by every harness and install mode
-    (``mcp__meta-knowledge-graph__neo4j_read_cypher``,
-    ``mcp__plugin_meta-knowledge-graph_meta-knowledge-graph__neo4j_read_cypher``,
-    ``mcp__meta_knowledge_graph__neo4j_read_cypher``); all map to the part after the last ``__``.
-    Built-in tools (``Bash``, ``Edit``) keep their name.
-    """
-    if tool_name is None:
-        return None
-    name = tool_name.strip()
-    if not name:
-        return None
-    if name[:5].lower() == "mcp__":
-        rest = name[5:]
-        if "__" in rest:
-            return rest.rsplit("__", 1)[1] or None
-    return name
 
 
 def is_error_response(value: Any) -> bool:

@@ -21,7 +21,7 @@ import sys
 import time
 
 from . import runtime
-from .eventnames import ANSWERING_EVENTS, canonical_event_name
+from .eventnames import ANSWERING_EVENTS, TOOL_ANSWERING_EVENTS, canonical_event_name, tool_key
 from .spool import ENV_HINT_KEYS, Spool, SpoolError, event_id, sanitize, utc_timestamp
 
 TYPE_CHECKING = False  # typing itself is too slow to import here
@@ -36,6 +36,8 @@ DISABLE_FILE = ".mkg-disable"
 ANSWER_DEADLINES = {
     "SessionStart": ("MKG_HOOK_DEADLINE_SESSION_START", 2.0),
     "UserPromptSubmit": ("MKG_HOOK_DEADLINE_PROMPT", 1.5),
+    "PostToolUse": ("MKG_HOOK_DEADLINE_TOOL", 1.5),
+    "PostToolUseFailure": ("MKG_HOOK_DEADLINE_TOOL", 1.5),
 }
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -43,15 +45,17 @@ USAGE = """\
 usage: mkg-hook [--client NAME] EVENT < payload.json
 
 Record one lifecycle event of an agent harness in MKG's local spool (the worker moves it into
-Neo4j), and print the memory to inject for SessionStart and UserPromptSubmit. Always exits 0.
+Neo4j), and print the memory to inject for SessionStart and UserPromptSubmit, and the known fix
+when a query tool's call failed (PostToolUse, PostToolUseFailure). Always exits 0.
 
   --client NAME   the harness that sent the event (claude, codex, ...); default $MKG_CLIENT
   EVENT           the event name (SessionStart, PostToolUse, ...); the payload's
                   hook_event_name wins when present
 
 Environment: MKG_DISABLED=1 turns capture off; MKG_WORKER_AUTOSTART=0 leaves starting the
-worker to you (`mkg worker`); MKG_HOOK_DEADLINE_SESSION_START (default 2.0) and
-MKG_HOOK_DEADLINE_PROMPT (default 1.5) bound how long answering events wait, in seconds.
+worker to you (`mkg worker`); MKG_HOOK_DEADLINE_SESSION_START (default 2.0),
+MKG_HOOK_DEADLINE_PROMPT (default 1.5) and MKG_HOOK_DEADLINE_TOOL (default 1.5, query tools
+only) bound how long answering events wait, in seconds.
 """
 
 
@@ -162,8 +166,16 @@ def _run(
             starting = True
         except OSError as exc:
             _say(stderr, f"could not start the worker ({exc}); the event waits in the spool")
-    if event in ANSWERING_EVENTS:
+    if event in ANSWERING_EVENTS or (
+        event in TOOL_ANSWERING_EVENTS and _answers_for(paths, payload.get("tool_name"))
+    ):
         _answer(paths, seq, event, env, started, stdout, starting=starting)
+
+
+def _answers_for(paths: runtime.Paths, tool_name: object) -> bool:
+    """Whether the worker answers results of this tool (it lists the query tools it knows)."""
+    key = tool_key(tool_name) if isinstance(tool_name, str) else None
+    return key is not None and key in runtime.answering_tools(paths)
 
 
 def _answer(

@@ -324,16 +324,22 @@ def _vector_hits(graph: Graph, embedder: Embedder, text: str, params: dict[str, 
     return rows
 
 
-def fuse(rankings: dict[str, list[dict[str, Any]]], limit: int) -> list[Recalled]:
-    """Reciprocal rank fusion; at equal relevance approved before candidate, then confidence."""
+def rrf(rankings: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Reciprocal rank fusion of rows keyed by ``id``: each row once, with its fused ``score`` and
+    the branches (``sources``) that found it, in no particular order."""
     fused: dict[str, dict[str, Any]] = {}
     for branch, rows in rankings.items():
         for rank, row in enumerate(rows, start=1):
             entry = fused.setdefault(row["id"], {**row, "score": 0.0, "sources": []})
             entry["score"] += 1.0 / (RRF_K + rank)
             entry["sources"].append(branch)
+    return list(fused.values())
+
+
+def fuse(rankings: dict[str, list[dict[str, Any]]], limit: int) -> list[Recalled]:
+    """Reciprocal rank fusion; at equal relevance approved before candidate, then confidence."""
     ordered = sorted(
-        fused.values(),
+        rrf(rankings),
         key=lambda r: (-round(r["score"], 9), r["status"] != "approved", -float(r["confidence"])),
     )
     return [Recalled(**{**row, "sources": tuple(row["sources"])}) for row in ordered[:limit]]

@@ -29,6 +29,7 @@ LOCK_FILE = "worker.lock"
 SOCKET_FILE = "worker.sock"
 LOG_FILE = "worker.log"
 SPAWN_STAMP = "worker.spawned"
+ANSWERING_TOOLS_FILE = "answering-tools.json"
 
 #: Unix socket paths must fit in sockaddr_un (108 bytes on Linux, 104 on macOS).
 _MAX_SOCKET_PATH = 100
@@ -69,6 +70,7 @@ class Paths:
         self.lock = os.path.join(root, LOCK_FILE)
         self.log = os.path.join(root, LOG_FILE)
         self.spawn_stamp = os.path.join(root, SPAWN_STAMP)
+        self.answering_tools = os.path.join(root, ANSWERING_TOOLS_FILE)
         self.socket = socket_path(root)
 
     @classmethod
@@ -77,6 +79,26 @@ class Paths:
 
     def __repr__(self) -> str:
         return f"Paths({self.root!r})"
+
+
+def answering_tools(paths: Paths) -> frozenset[str]:
+    """The tool keys whose results the worker answers (its query tools); empty when unknown."""
+    try:
+        with open(paths.answering_tools, encoding="utf-8") as handle:
+            keys = json.load(handle).get("tool_keys")
+    except (OSError, ValueError, AttributeError):
+        return frozenset()
+    return frozenset(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else frozenset()
+
+
+def write_answering_tools(paths: Paths, keys: list[str]) -> None:
+    """Publish the tool keys for hooks (written whole, then renamed, so a hook never reads half)."""
+    ensure_private_dir(paths.root)
+    temporary = f"{paths.answering_tools}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump({"tool_keys": sorted(set(keys))}, handle)
+    os.replace(temporary, paths.answering_tools)
 
 
 def socket_path(root: str) -> str:

@@ -28,6 +28,10 @@ UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
     ("SystemPrompt", "name"),
     ("SystemPromptVersion", "id"),
     ("SystemPromptInjection", "injection_id"),
+    ("QueryExecution", "id"),
+    ("QueryIssue", "id"),
+    ("ToolErrorProfile", "id"),
+    ("QueryErrorPattern", "id"),
 )
 
 #: Vector indexes and the properties their SEARCH filters may use.
@@ -74,6 +78,12 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
             "FOR (n:Observation) ON EACH [n.title, n.narrative]",
             kind="fulltext",
         ),
+        SchemaStatement(
+            "query_error_pattern_fulltext",
+            "CREATE FULLTEXT INDEX query_error_pattern_fulltext IF NOT EXISTS FOR (n:QueryErrorPattern) "
+            "ON EACH [n.title, n.error_signature, n.root_cause, n.resolution, n.example_query]",
+            kind="fulltext",
+        ),
     ]
     statements += [
         vector_index(name, label, embedding_dimensions)
@@ -82,6 +92,14 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
             ("project_observation_vector", "Observation"),
         )
     ]
+    statements.append(
+        vector_index(
+            "query_error_pattern_vector",
+            "QueryErrorPattern",
+            embedding_dimensions,
+            filters=("project_id", "tool_key", "status"),
+        )
+    )
     return statements
 
 

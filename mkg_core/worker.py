@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from . import runtime
-from .contrib import CaptureContext, CaptureHandler, ContextProvider, Embedder, Job
+from .contrib import CaptureContext, CaptureHandler, ContextProvider, Embedder, Job, QueryTool
 from .errors import ConfigError, GraphUnavailable, MkgError, PayloadError
 from .events import HookEvent
 from .graph import Graph
@@ -104,6 +104,7 @@ class Worker:
         self.handlers: list[CaptureHandler] = self.host.capture_handlers(self.settings)
         self.providers: list[ContextProvider] = self.host.context_providers(self.settings)
         self.jobs: dict[str, Job] = {job.name: job for job in self.host.jobs(self.settings)}
+        self._query_tools: dict[Any, dict[str, QueryTool]] = {}
         self._embedders: dict[Any, Embedder | None] = {}
         self.job_running: str | None = None
         self.job_wake = threading.Event()
@@ -144,6 +145,7 @@ class Worker:
         self.spool.set_meta({"pid": os.getpid(), "started_at": self.started_at, "stopped_at": None})
         log.info("worker %s started (spool %s, socket %s)", os.getpid(), self.paths.spool, self.paths.socket)
         self.spool.prune()
+        self.publish_answering_tools()
         try:  # connect and apply the schema now, not while a hook waits for an answer
             self.graph_for(self.settings)
         except GraphUnavailable as exc:
@@ -338,7 +340,27 @@ class Worker:
             captured.user,
             captured.event_id,
             embedder=self.embedder_for(item.settings),
+            query_tools=self.query_tools_for(item.settings),
         )
+
+    def query_tools_for(self, settings: Settings) -> dict[str, QueryTool]:
+        """The query tools these settings mount (a provider may need its own configuration)."""
+        cache_key = tuple(sorted((k, str(v)) for k, v in settings.model_dump().items()))
+        if cache_key not in self._query_tools:
+            self._query_tools[cache_key] = self.host.query_tools(settings)
+        return self._query_tools[cache_key]
+
+    def publish_answering_tools(self) -> None:
+        """Tell hooks which tool results to wait on: the query tools, for their failure guidance."""
+        try:
+            keys = (
+                list(self.query_tools_for(self.settings))
+                if any("PostToolUse" in provider.events for provider in self.providers)
+                else []
+            )
+            runtime.write_answering_tools(self.paths, keys)
+        except Exception as exc:
+            log.warning("could not publish the answering tools: %s", exc)
 
     def embedder_for(self, settings: Settings) -> Embedder | None:
         """The embedder these settings select (cached per embedding configuration)."""

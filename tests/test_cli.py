@@ -36,6 +36,7 @@ def test_mkg_plugins_prints_json() -> None:
     rows = json.loads(result.stdout)
     assert [row["name"] for row in rows] == ["mkg_core.builtin.core"]
     assert rows[0]["hooks"] == [
+        "mkg_register_capture_handlers",
         "mkg_register_context_providers",
         "mkg_register_embedders",
         "mkg_register_jobs",

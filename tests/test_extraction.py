@@ -162,9 +162,9 @@ def test_a_stop_distils_learnings_and_a_timeline_entry(
     status = json.loads(rig.mkg("status", "--json").stdout)
     assert status["spool"]["jobs"] == {
         "pending": 0,
-        "done": 2,
+        "done": 3,
         "failed": 0,
-    }  # extraction, prompt consolidation
+    }  # extraction, prompt consolidation, query-error consolidation
 
 
 def test_updates_are_ownership_scoped_and_demote_approved_memory(

@@ -125,6 +125,7 @@ def test_vector_dimension_change_is_detected(graph: Graph) -> None:
     assert vector_dimension_mismatches(graph, 8) == [
         "project_learning_vector has 4 dimensions, EMBEDDING_DIMENSIONS is 8",
         "project_observation_vector has 4 dimensions, EMBEDDING_DIMENSIONS is 8",
+        "query_error_pattern_vector has 4 dimensions, EMBEDDING_DIMENSIONS is 8",
     ]
 
 

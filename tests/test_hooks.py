@@ -123,7 +123,9 @@ def test_hook_mkg_register_capture_handlers(pm, host, settings) -> None:
 
     pm.register(Plugin(), name="test-capture")
     handlers = host.capture_handlers(settings)
-    assert [h.name for h in handlers] == ["broken", "recorder"]
+    # The core's own handler (query failures) comes first.
+    assert [h.name for h in handlers] == ["query-failures", "broken", "recorder"]
+    handlers = handlers[1:]
     context = CaptureContext(graph=None, settings=settings)  # type: ignore[arg-type]
     failures = host.run_capture_handlers(handlers, _event("PostToolUse"), context)
     # The broken handler is reported by name and the next one still ran.
@@ -152,8 +154,14 @@ def test_hook_mkg_register_context_providers(pm, host, settings) -> None:
     pm.register(Plugin(), name="test-context")
     providers = host.context_providers(settings)
     # The core's recall providers come first.
-    assert [p.name for p in providers] == ["system-prompt", "project-context", "recap", "stop-only"]
-    providers = providers[2:]
+    assert [p.name for p in providers] == [
+        "system-prompt",
+        "project-context",
+        "query-error-patterns",
+        "recap",
+        "stop-only",
+    ]
+    providers = providers[3:]
     assert [p.matches(_event("UserPromptSubmit")) for p in providers] == [True, False]
     assert providers[0].provide(_event("SessionStart"), None) == "recap for s1"
 
@@ -236,7 +244,11 @@ def test_hook_mkg_register_embedders(pm, host, settings) -> None:
 
 
 def test_hook_mkg_register_jobs(pm, host, settings) -> None:
-    assert [job.name for job in host.jobs(settings)] == ["extraction", "prompt-consolidation"]
+    assert [job.name for job in host.jobs(settings)] == [
+        "extraction",
+        "prompt-consolidation",
+        "query-error-consolidation",
+    ]
 
     class Tally(Job):
         name = "tally"
@@ -252,7 +264,7 @@ def test_hook_mkg_register_jobs(pm, host, settings) -> None:
 
     pm.register(Plugin(), name="test-jobs")
     jobs = {job.name: job for job in host.jobs(settings)}
-    assert set(jobs) == {"extraction", "prompt-consolidation", "tally"}
+    assert set(jobs) == {"extraction", "prompt-consolidation", "query-error-consolidation", "tally"}
     end = _event("SessionEnd")
     assert jobs["tally"].matches(end) and not jobs["extraction"].matches(end)
     assert jobs["tally"].run(end, None) == "counted s1"  # type: ignore[arg-type]

@@ -6,11 +6,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..consolidation import PromptConsolidationJob
-from ..contrib import ContextProvider, Embedder, Job, QueryTool, SchemaStatement, ToolGroup
+from ..contrib import CaptureHandler, ContextProvider, Embedder, Job, QueryTool, SchemaStatement, ToolGroup
 from ..embedding import LiteLLMEmbedder
+from ..error_patterns import QueryErrorConsolidationJob, QueryErrorRecall
 from ..extraction import ExtractionJob
 from ..hookspecs import hookimpl
 from ..memory_tools import core_tool_groups
+from ..query_failures import QueryFailureCapture
 from ..recall import ProjectContextProvider, SystemPromptProvider
 from ..schema import core_statements
 
@@ -34,8 +36,15 @@ def mkg_register_query_tools() -> Iterable[QueryTool]:
 
 @hookimpl(tryfirst=True)
 def mkg_register_context_providers() -> Iterable[ContextProvider]:
-    """Recall: the system prompt at session start, then the relevant project memory."""
-    return [SystemPromptProvider(), ProjectContextProvider()]
+    """Recall: the system prompt at session start, the relevant project memory, and known fixes
+    when a query tool fails."""
+    return [SystemPromptProvider(), ProjectContextProvider(), QueryErrorRecall()]
+
+
+@hookimpl(tryfirst=True)
+def mkg_register_capture_handlers() -> Iterable[CaptureHandler]:
+    """Failed and suspicious results of query tools, for error-pattern consolidation."""
+    return [QueryFailureCapture()]
 
 
 @hookimpl(trylast=True)
@@ -46,8 +55,9 @@ def mkg_register_embedders(config: Settings) -> Iterable[Embedder]:
 
 @hookimpl(tryfirst=True)
 def mkg_register_jobs() -> Iterable[Job]:
-    """Memory extraction (and the gate) after each Stop; system-prompt consolidation after it."""
-    return [ExtractionJob(), PromptConsolidationJob()]
+    """Memory extraction (and the gate) after each Stop; then system-prompt and error-pattern
+    consolidation."""
+    return [ExtractionJob(), PromptConsolidationJob(), QueryErrorConsolidationJob()]
 
 
 @hookimpl(tryfirst=True)
