@@ -33,6 +33,11 @@ def state_dir(environ: Mapping[str, str]) -> Path:
     return Path(runtime.state_dir(environ))
 
 
+def data_dir(environ: Mapping[str, str]) -> Path:
+    """The user's MKG data folder (the harness plugin payloads ``mkg <harness> install`` writes)."""
+    return Path(runtime.app_dir(environ, "MKG_DATA_DIR", "XDG_DATA_HOME", ".local", "share"))
+
+
 def user_env_file(environ: Mapping[str, str]) -> Path:
     """The user-global ``.env`` that ``mkg setup`` writes."""
     return config_dir(environ) / ".env"

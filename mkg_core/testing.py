@@ -143,6 +143,22 @@ def scratch_neo4j(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
             server.stop()
 
 
+def npm_tool(spec: str, folder: str, binary: str) -> Path:
+    """A command from an npm package (``spec`` pins the version), installed once into
+    ``<repo>/.cache/<folder>`` (git-ignored) and reused by later runs."""
+    root = REPO_ROOT / ".cache" / folder
+    path = root / binary
+    if not path.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(root), spec],
+            check=True,
+            capture_output=True,
+            timeout=900,
+        )
+    return path
+
+
 def reset_database(graph: Graph) -> None:
     """Delete every node, constraint and (non-lookup) index."""
     graph.run_autocommit("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")

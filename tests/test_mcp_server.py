@@ -4,12 +4,13 @@ dev Neo4j; embeddings from the local fake OpenAI-compatible server."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mkg_core.fakellm import FakeLLM
 from mkg_core.graph import Graph
-from mkg_core.testing import BIN_DIR, Neo4jServer, free_port
+from mkg_core.testing import BIN_DIR, Neo4jServer, free_port, npm_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT, USER = "mcp-test", "ana@example.com"
@@ -33,7 +34,17 @@ CORE_TOOLS = {
     "neo4j_read_cypher",
 }
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"
+)
+
+
+@pytest.fixture(autouse=True)
+def _collect_client_leftovers() -> Iterator[None]:
+    """In-process MCP clients leave sockets and event loops to the garbage collector: collect them
+    here, where their warnings are expected, not in whichever test happens to run next."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture
@@ -383,17 +394,7 @@ INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"  # the newest that runs on 
 
 def _inspector() -> Path:
     """The MCP Inspector from npm, installed once into .cache/ (git-ignored)."""
-    folder = ROOT / ".cache" / "mcp-inspector"
-    binary = folder / "node_modules" / ".bin" / "mcp-inspector"
-    if not binary.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), INSPECTOR],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-    return binary
+    return npm_tool(INSPECTOR, "mcp-inspector", "node_modules/.bin/mcp-inspector")
 
 
 def test_the_mcp_inspector_cli_as_an_outside_client(env: dict[str, str], graph: Graph) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import click
+
 from mkg_core import hookimpl
 from mkg_core.harness import HarnessAdapter
 
@@ -24,3 +26,11 @@ def mkg_detect_harness(environ: Mapping[str, str]) -> str | None:
     if environ.get("CLAUDECODE") or environ.get("CLAUDE_PROJECT_DIR"):
         return "claude"
     return None
+
+
+@hookimpl
+def mkg_register_commands(cli: click.Group) -> None:
+    """``mkg claude install`` and ``mkg claude uninstall``."""
+    from .install import claude_group
+
+    cli.add_command(claude_group)

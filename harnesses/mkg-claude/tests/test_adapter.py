@@ -69,7 +69,11 @@ def test_entry_point_registers(settings) -> None:
     pm = make_plugin_manager(environ={})
     rows = {row["name"]: row for row in describe_plugins(pm)}
     assert rows["claude"]["distribution"] == "mkg-claude"
-    assert rows["claude"]["hooks"] == ["mkg_detect_harness", "mkg_register_harness_adapters"]
+    assert rows["claude"]["hooks"] == [
+        "mkg_detect_harness",
+        "mkg_register_commands",
+        "mkg_register_harness_adapters",
+    ]
     host = PluginHost(pm)
     assert isinstance(host.harness_adapter("claude_code"), ClaudeAdapter)
 

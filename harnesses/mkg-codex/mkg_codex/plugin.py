@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import click
+
 from mkg_core import hookimpl
 from mkg_core.harness import HarnessAdapter
 
@@ -22,3 +24,11 @@ def mkg_register_harness_adapters() -> Iterable[HarnessAdapter]:
 def mkg_detect_harness(environ: Mapping[str, str]) -> str | None:
     """Codex exports CODEX_HOME (and CODEX_MANAGED_BY_NPM) to its hooks."""
     return "codex" if any(environ.get(key) for key in _CODEX_MARKERS) else None
+
+
+@hookimpl
+def mkg_register_commands(cli: click.Group) -> None:
+    """``mkg codex install`` and ``mkg codex uninstall``."""
+    from .install import codex_group
+
+    cli.add_command(codex_group)

@@ -1,0 +1,148 @@
+"""The real Claude Code CLI (from npm, pinned) with MKG installed by ``mkg claude install``.
+
+A local fake Anthropic API answers the model calls; the graph is the test Neo4j. Nothing is
+mocked on MKG's side: the CLI runs the installed plugin's hooks (``mkg-hook``) and MCP server
+(``meta-knowledge-graph``), and a worker moves the events into the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mkg_core.fakemodels import FakeAnthropic
+from mkg_core.graph import Graph
+from mkg_core.testing import BIN_DIR, CaptureRig, npm_tool
+
+pytestmark = pytest.mark.e2e
+
+CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
+PROJECT = "e2e-claude"
+ADD_LEARNING = "mcp__plugin_meta-knowledge-graph_mkg__project_add_learning"
+SEEDED = "The staging cluster is called bluefin-staging."
+NEW = "The team deploys to production on Fridays."
+EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"}
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    return npm_tool(CLAUDE_CODE, "claude-code-2.1.197", "node_modules/.bin/claude")
+
+
+def _env(capture: CaptureRig, fake: FakeAnthropic, home: Path, claude: Path) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in capture.env.items()
+        if key.startswith(("MKG_", "NEO4J_", "PYTHON", "LANG", "LC_")) or key in ("TMPDIR",)
+    }
+    env.update(
+        {
+            "PATH": f"{BIN_DIR}:/usr/bin:/bin",
+            "HOME": str(home),
+            "MKG_PROJECT_ID": PROJECT,
+            "MKG_USER_ID": "dev@example.com",
+            "EMBEDDING_MODEL": "none",
+            "MKG_EXTRACTION": "0",
+            "MKG_CLAUDE_BIN": str(claude),
+            **fake.env(),
+        }
+    )
+    return env
+
+
+def _run(claude: Path, env: dict[str, str], cwd: Path, prompt: str) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [str(claude), "-p", prompt, "--output-format", "stream-json", "--verbose",
+         "--allowedTools", ADD_LEARNING],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
+
+
+def _hook_outcomes(messages: list[dict[str, Any]]) -> list[tuple[str, Any, Any]]:
+    return [
+        (m.get("hook_event") or m.get("hook_name") or "", m.get("exit_code"), m.get("outcome"))
+        for m in messages
+        if m.get("type") == "system" and m.get("subtype") == "hook_response"
+    ]
+
+
+def test_claude_code_with_mkg_installed_remembers_across_sessions(
+    capture: CaptureRig, graph: Graph, claude_bin: Path, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    graph.write(
+        "MERGE (p:Project {id: $p}) MERGE (l:Learning {id: 'learning:e2e:seeded'}) "
+        "SET l.text = $text, l.status = 'approved', l.scope = 'project', l.project_id = $p, l.kind = 'fact', "
+        "l.confidence = 0.9 MERGE (p)-[:HAS_LEARNING]->(l)",
+        {"p": PROJECT, "text": SEEDED},
+    )
+    fake = FakeAnthropic()
+    fake.call_tool("remember", "project_add_learning", text=NEW, scope="project")
+    with fake.running():
+        env = _env(capture, fake, home, claude_bin)
+        installed = subprocess.run(
+            [str(BIN_DIR / "mkg"), "claude", "install"], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        plugin = json.loads((home / ".claude" / "plugins" / "installed_plugins.json").read_text())
+        assert "meta-knowledge-graph@mkg" in json.dumps(plugin)
+
+        capture.env = env
+        capture.start_worker()
+        log = Path(capture.paths.log)
+        capture.wait_for(
+            lambda: log.exists() and "schema applied" in log.read_text(), 120, "the worker to connect"
+        )
+
+        first = _run(
+            claude_bin, env, project, "Which cluster is staging? Please remember that we deploy on Fridays."
+        )
+        bodies = fake.bodies()
+        assert any(SEEDED in body for body in bodies)  # recalled memory reached the model
+        assert any(ADD_LEARNING in body for body in bodies)  # the MCP tools are offered
+        assert any('"tool_result"' in body for body in bodies)  # and the scripted call went through
+        outcomes = _hook_outcomes(first)
+        assert outcomes and all(code in (0, None) for _, code, _ in outcomes), outcomes
+        assert all(outcome in (None, "success") for _, _, outcome in outcomes), outcomes
+
+        capture.wait_drained()
+        sessions = graph.read(
+            "MATCH (:Project {id: $p})-[:HAS_SESSION]->(s:Session) "
+            "RETURN s.session_id AS id, s.client AS client, "
+            "[(s)-[:HAS_EVENT]->(e) | e.event_name] AS events, COUNT { (s)-[:HAS_EVENT]->() } AS n, "
+            "COUNT { (s)-[:HAS_EVENT]->()-[:NEXT]->() } AS links",
+            {"p": PROJECT},
+        )
+        assert len(sessions) == 1
+        session = sessions[0]
+        assert set(session["events"]) >= EVENTS and session["links"] == session["n"] - 1
+        learned = graph.read(
+            "MATCH (:Project {id: $p})-[:HAS_LEARNING]->(l:Learning {text: $t}) RETURN l.status AS status",
+            {"p": PROJECT, "t": NEW},
+        )
+        assert learned == [{"status": "candidate"}]
+
+        seen = len(fake.bodies())
+        _run(claude_bin, env, project, "When does the team deploy to production?")
+        assert any(NEW in body for body in fake.bodies()[seen:])  # the second session sees the first's memory
+        capture.wait_drained()
+        assert len(graph.read("MATCH (:Project {id: $p})-[:HAS_SESSION]->(s) RETURN s", {"p": PROJECT})) == 2
+
+        removed = subprocess.run(
+            [str(BIN_DIR / "mkg"), "claude", "uninstall"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        listed = subprocess.run([str(claude_bin), "plugin", "list"], env=env, capture_output=True, text=True)
+        assert "meta-knowledge-graph@mkg" not in listed.stdout

@@ -1,0 +1,128 @@
+"""The real Codex CLI (from npm, pinned) with MKG installed by ``mkg codex install``.
+
+A local fake Responses API answers the model calls; the graph is the test Neo4j. The hooks run
+without ``--dangerously-bypass-hook-trust``: the trust ``mkg codex install`` recorded is what lets
+them fire.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mkg_core.fakemodels import FakeResponses
+from mkg_core.graph import Graph
+from mkg_core.identity import resolve_project
+from mkg_core.testing import BIN_DIR, CaptureRig, npm_tool
+
+pytestmark = pytest.mark.e2e
+
+CODEX = "@openai/codex@0.171.0"
+SEEDED = "The staging cluster is called bluefin-staging."
+NEW = "The team deploys to production on Fridays."
+EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"}
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> Path:
+    return npm_tool(CODEX, "codex-0.171.0", "node_modules/.bin/codex")
+
+
+def _env(capture: CaptureRig, fake: FakeResponses, home: Path, codex: Path) -> dict[str, str]:
+    """Codex starts hooks and MCP servers with almost no environment, so MKG's settings go where a
+    user's would: the config folder's .env (whose location the installed plugin pins)."""
+    config = home / ".config" / "meta-knowledge-graph"
+    config.mkdir(parents=True)
+    settings = {key: capture.env[key] for key in ("NEO4J_URI", "NEO4J_USERNAME", "NEO4J_PASSWORD")}
+    settings.update({"EMBEDDING_MODEL": "none", "MKG_EXTRACTION": "0"})
+    (config / ".env").write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return {
+        "PATH": f"{BIN_DIR}:/usr/bin:/bin",
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "MKG_CONFIG_DIR": str(config),
+        "MKG_STATE_DIR": capture.paths.root,
+        "MKG_DATA_DIR": str(home / ".local" / "share" / "meta-knowledge-graph"),
+        "MKG_WORKER_AUTOSTART": "0",
+        "MKG_CODEX_BIN": str(codex),
+        **fake.env(),
+    }
+
+
+def _run(codex: Path, env: dict[str, str], cwd: Path, prompt: str) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [str(codex), "exec", "--skip-git-repo-check", "--json", prompt],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
+
+
+def test_codex_with_mkg_installed_remembers_across_sessions(
+    capture: CaptureRig, graph: Graph, codex_bin: Path, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".codex").mkdir(parents=True)
+    project.mkdir()
+    project_id = resolve_project({}, {}, fallback=project).id
+    graph.write(
+        "MERGE (p:Project {id: $p}) MERGE (l:Learning {id: 'learning:e2e:codex-seeded'}) "
+        "SET l.text = $text, l.status = 'approved', l.scope = 'project', l.project_id = $p, l.kind = 'fact', "
+        "l.confidence = 0.9 MERGE (p)-[:HAS_LEARNING]->(l)",
+        {"p": project_id, "text": SEEDED},
+    )
+    fake = FakeResponses()
+    fake.call_tool("remember", "project_add_learning", text=NEW, scope="project")
+    with fake.running():
+        (home / ".codex" / "config.toml").write_text(fake.config_toml())
+        env = _env(capture, fake, home, codex_bin)
+        installed = subprocess.run(
+            [str(BIN_DIR / "mkg"), "codex", "install"], env=env, cwd=project, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        assert "recorded trust for 9 hooks" in installed.stdout
+
+        capture.env = env
+        capture.start_worker()
+        log = Path(capture.paths.log)
+        capture.wait_for(
+            lambda: log.exists() and "schema applied" in log.read_text(), 120, "the worker to connect"
+        )
+
+        items = _run(
+            codex_bin, env, project, "Which cluster is staging? Please remember that we deploy on Fridays."
+        )
+        bodies = fake.bodies()
+        assert any(SEEDED in body for body in bodies)  # recalled memory reached the model
+        assert any('"mcp__mkg"' in body for body in bodies)  # the MCP tools are offered (a namespace)
+        calls = [i["item"] for i in items if i.get("type") == "item.completed"
+                 and i.get("item", {}).get("type") == "mcp_tool_call"]  # fmt: skip
+        assert calls and calls[0]["tool"] == "project_add_learning", items
+
+        capture.wait_drained()
+        sessions = graph.read(
+            "MATCH (:Project {id: $p})-[:HAS_SESSION]->(s:Session) "
+            "RETURN [(s)-[:HAS_EVENT]->(e) | e.event_name] AS events, COUNT { (s)-[:HAS_EVENT]->() } AS n, "
+            "COUNT { (s)-[:HAS_EVENT]->()-[:NEXT]->() } AS links",
+            {"p": project_id},
+        )
+        assert len(sessions) == 1
+        assert set(sessions[0]["events"]) >= EVENTS and sessions[0]["links"] == sessions[0]["n"] - 1
+        tool_keys = graph.read(
+            "MATCH (e:SessionEvent {event_name: 'PostToolUse'}) RETURN collect(e.tool_key) AS keys"
+        )[0]["keys"]
+        assert "project_add_learning" in tool_keys
+        learned = graph.read(
+            "MATCH (:Project {id: $p})-[:HAS_LEARNING]->(l:Learning {text: $t}) RETURN l.status AS status",
+            {"p": project_id, "t": NEW},
+        )
+        assert learned == [{"status": "candidate"}]
+
+        seen = len(fake.bodies())
+        _run(codex_bin, env, project, "When does the team deploy to production?")
+        assert any(NEW in body for body in fake.bodies()[seen:])  # the second session sees the first's memory

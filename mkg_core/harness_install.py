@@ -1,0 +1,252 @@
+"""What ``mkg claude install`` and ``mkg codex install`` share: the plugin payload and running the CLI.
+
+Both harnesses load the same plugin layout (``.claude-plugin/plugin.json``, ``hooks/hooks.json``,
+``.mcp.json``, commands, agents, skills) from a local marketplace folder
+(``.claude-plugin/marketplace.json``). The harness copies the plugin into its own cache, so the
+payload names the installed ``mkg-hook`` and ``meta-knowledge-graph`` by absolute path, resolved
+at install time: nothing depends on PATH or on a tool like ``uv`` when a hook runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .errors import MkgError
+
+PLUGIN_NAME = "meta-knowledge-graph"
+MARKETPLACE_NAME = "mkg"
+MCP_SERVER_NAME = "mkg"
+PLUGIN_REF = f"{PLUGIN_NAME}@{MARKETPLACE_NAME}"
+DESCRIPTION = "Graph memory for coding agents: captures every session, recalls what matters (MKG)"
+#: Where MKG finds its settings and state. A harness may start hooks and MCP servers with an
+#: environment of its own (Codex passes almost nothing), so values set when installing are written
+#: into the plugin; unset ones keep their defaults (which follow the user's home folder).
+PINNED = ("MKG_CONFIG_DIR", "MKG_STATE_DIR", "MKG_ENV_FILE", "MKG_DATA_DIR")
+#: Seconds a harness lets one hook run. The hook itself answers within its own, shorter deadlines
+#: (MKG_HOOK_DEADLINE_*), so this is only a backstop.
+HOOK_TIMEOUT = 10
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mkg-core")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+class InstallError(MkgError):
+    """The plugin cannot be installed as asked; the message says what to do."""
+
+
+def executable(name: str) -> str:
+    """The absolute path of an installed MKG command: next to this Python first, else on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which(name)
+    if found:
+        return str(Path(found).resolve())
+    raise InstallError(f"the {name} command is not installed (pip install mkg-core)")
+
+
+def pinned_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The :data:`PINNED` variables set in ``environ`` (default: this process's)."""
+    env = os.environ if environ is None else environ
+    return {key: env[key] for key in PINNED if env.get(key)}
+
+
+def hooks_config(
+    hook: str,
+    client: str,
+    events: Iterable[str],
+    matchers: Mapping[str, str],
+    pinned: Mapping[str, str] | None = None,
+) -> dict[str, object]:
+    """``hooks/hooks.json``: every event runs ``mkg-hook --client CLIENT EVENT`` (through
+    ``/usr/bin/env`` with the pinned variables, when there are any)."""
+    prefix = ""
+    if pinned:
+        prefix = "/usr/bin/env " + " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(pinned.items())) + " "
+    config: dict[str, list[dict[str, object]]] = {}
+    for event in events:
+        entry: dict[str, object] = {
+            "hooks": [
+                {
+                    "type": "command",
+                    "command": f"{prefix}{shlex.quote(hook)} --client {client} {event}",
+                    "timeout": HOOK_TIMEOUT,
+                }
+            ]
+        }
+        if event in matchers:
+            entry = {"matcher": matchers[event], **entry}
+        config[event] = [entry]
+    return {"description": "MKG captures every lifecycle event and injects memory", "hooks": config}
+
+
+def mcp_config(
+    server: str,
+    client: str,
+    pinned: Mapping[str, str] | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> dict[str, object]:
+    """``.mcp.json``: the MKG MCP server over stdio (``extra``: harness-specific keys)."""
+    env = {**(pinned or {}), "MKG_CLIENT": client}
+    return {"mcpServers": {MCP_SERVER_NAME: {"command": server, "args": [], "env": env, **(extra or {})}}}
+
+
+def plugin_manifest() -> dict[str, object]:
+    return {
+        "name": PLUGIN_NAME,
+        "version": _version(),
+        "description": DESCRIPTION,
+        "author": {"name": "Meta Knowledge Graph"},
+        "license": "Apache-2.0",
+        "keywords": ["memory", "knowledge-graph", "neo4j", "mcp"],
+    }
+
+
+def marketplace_manifest() -> dict[str, object]:
+    return {
+        "name": MARKETPLACE_NAME,
+        "owner": {"name": "Meta Knowledge Graph"},
+        "metadata": {"description": "The local MKG plugin, written by `mkg <harness> install`"},
+        "plugins": [
+            {
+                "name": PLUGIN_NAME,
+                "source": f"./{PLUGIN_NAME}",
+                "description": DESCRIPTION,
+                "version": _version(),
+            }
+        ],
+    }
+
+
+def package_files(package: str, folder: str) -> dict[str, str]:
+    """Text files shipped as package data under ``folder``, by path relative to it."""
+    root = resources.files(package).joinpath(folder)
+    files: dict[str, str] = {}
+
+    def walk(node: resources.abc.Traversable, prefix: str) -> None:
+        for child in node.iterdir():
+            name = f"{prefix}{child.name}"
+            if child.is_dir():
+                walk(child, name + "/")
+            elif child.name.endswith((".md", ".json", ".toml")):
+                files[name] = child.read_text(encoding="utf-8")
+
+    walk(root, "")
+    return files
+
+
+@dataclass
+class Payload:
+    """A marketplace folder: relative path -> text."""
+
+    files: dict[str, str] = field(default_factory=dict)
+
+    def add_json(self, path: str, value: object) -> None:
+        self.files[path] = json.dumps(value, indent=2) + "\n"
+
+    def write(self, root: Path) -> None:
+        """Replace ``root`` with exactly these files (a stale file of an older version goes)."""
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
+        try:
+            for relative, text in sorted(self.files.items()):
+                target = staging / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            staging.chmod(0o755)
+            if root.exists():
+                shutil.rmtree(root)
+            staging.rename(root)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+
+
+def plugin_payload(
+    *,
+    client: str,
+    events: Iterable[str],
+    matchers: Mapping[str, str],
+    extra: Mapping[str, str],
+    mcp_extra: Mapping[str, object] | None = None,
+    hook: str | None = None,
+    server: str | None = None,
+) -> Payload:
+    """The marketplace with the one MKG plugin in it, for ``client``."""
+    payload = Payload()
+    payload.add_json(".claude-plugin/marketplace.json", marketplace_manifest())
+    base = f"{PLUGIN_NAME}/"
+    payload.add_json(base + ".claude-plugin/plugin.json", plugin_manifest())
+    pinned = pinned_env()
+    hook = hook or executable("mkg-hook")
+    payload.add_json(base + "hooks/hooks.json", hooks_config(hook, client, events, matchers, pinned))
+    payload.add_json(
+        base + ".mcp.json",
+        mcp_config(server or executable("meta-knowledge-graph"), client, pinned, mcp_extra),
+    )
+    for relative, text in extra.items():
+        payload.files[base + relative] = text
+    return payload
+
+
+@dataclass
+class Runner:
+    """Runs (or, dry, only prints) the harness CLI commands of an install."""
+
+    dry_run: bool = False
+    echo: Callable[[str], None] = print
+    env: Mapping[str, str] | None = None
+
+    def __call__(
+        self, argv: list[str], *, ok_if: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess[str] | None:
+        self.echo("$ " + shlex.join(argv))
+        if self.dry_run:
+            return None
+        result = subprocess.run(
+            argv, capture_output=True, text=True, env=dict(self.env or os.environ), timeout=300, check=False
+        )
+        output = (result.stdout + result.stderr).strip()
+        if result.returncode != 0 and not any(marker in output.lower() for marker in ok_if):
+            raise InstallError(f"`{shlex.join(argv)}` failed ({result.returncode}): {output[-2000:]}")
+        return result
+
+
+def write_or_list(payload: Payload, root: Path, *, dry_run: bool, echo: Callable[[str], None]) -> None:
+    """Write the marketplace, or (dry) list what would be written."""
+    if dry_run:
+        echo(f"would write the plugin to {root}:")
+        for relative in sorted(payload.files):
+            echo(f"  {relative}")
+        return
+    payload.write(root)
+    echo(f"wrote the plugin to {root}")
+
+
+def harness_runner(
+    name: str, variable: str, *, dry_run: bool, echo: Callable[[str], None]
+) -> tuple[Runner, str]:
+    """A runner for the harness CLI ``name`` (``$variable``, else on PATH) and the command to run.
+
+    Without the CLI the runner only prints, so the user sees exactly what to run.
+    """
+    command = os.environ.get(variable) or shutil.which(name)
+    if command is None:
+        echo(f"the {name} command was not found; run these to finish (or set {variable}):")
+    return Runner(dry_run=dry_run or command is None, echo=echo), command or name
