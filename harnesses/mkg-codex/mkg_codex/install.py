@@ -113,6 +113,8 @@ def _rpc(codex: str, cwd: Path, timeout: float = 60) -> list[dict[str, Any]]:
     finally:
         proc.kill()
         proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
 
 
 def _hook_entries(result: Any) -> list[dict[str, Any]]:

@@ -62,6 +62,26 @@ def _run(codex: Path, env: dict[str, str], cwd: Path, prompt: str) -> list[dict[
     return [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
 
 
+def _warm_mcp_server(env: dict[str, str]) -> None:
+    """Start the MCP server once and list its tools (loads its modules into the file cache)."""
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]  # fmt: skip
+    with subprocess.Popen(
+        [str(BIN_DIR / "meta-knowledge-graph")], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
+    ) as proc:  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        proc.stdin.flush()
+        replies = [json.loads(proc.stdout.readline()) for _ in range(2)]
+        proc.kill()
+    assert "tools" in replies[-1]["result"]
+
+
 def test_codex_with_mkg_installed_remembers_across_sessions(
     capture: CaptureRig, graph: Graph, codex_bin: Path, tmp_path: Path
 ) -> None:
@@ -94,15 +114,23 @@ def test_codex_with_mkg_installed_remembers_across_sessions(
             lambda: log.exists() and "schema applied" in log.read_text(), 120, "the worker to connect"
         )
 
+        # Codex starts MCP servers alongside the session; on a machine whose file cache is cold (right
+        # after another large job) the server was not ready for the first request twice. Start it once
+        # beforehand so the test measures MKG, not the page cache.
+        _warm_mcp_server(env)
         items = _run(
             codex_bin, env, project, "Which cluster is staging? Please remember that we deploy on Fridays."
         )
         bodies = fake.bodies()
         assert any(SEEDED in body for body in bodies)  # recalled memory reached the model
-        assert any('"mcp__mkg"' in body for body in bodies)  # the MCP tools are offered (a namespace)
+        # the MCP tools are offered (as a namespace)
+        assert any('"mcp__mkg"' in body for body in bodies), json.dumps(items)[:3000]
         calls = [i["item"] for i in items if i.get("type") == "item.completed"
                  and i.get("item", {}).get("type") == "mcp_tool_call"]  # fmt: skip
         assert calls and calls[0]["tool"] == "project_add_learning", items
+        notices = [i["item"]["message"] for i in items if i.get("item", {}).get("type") == "error"]
+        expected = ("clamping SessionEnd hook timeout", "Model metadata for `fake-model`")
+        assert all(n.startswith(expected) for n in notices), notices  # no hook failed or timed out
 
         capture.wait_drained()
         sessions = graph.read(
