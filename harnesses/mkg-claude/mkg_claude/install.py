@@ -23,7 +23,6 @@ from mkg_core.events import EVENT_NAMES
 from mkg_core.harness_install import (
     MARKETPLACE_NAME,
     PLUGIN_REF,
-    InstallError,
     harness_runner,
     package_files,
     plugin_payload,
@@ -107,4 +106,4 @@ def uninstall_command(scope: str, dry_run: bool) -> None:
     guarded(lambda: uninstall(scope, dry_run))
 
 
-__all__ = ["InstallError", "claude_group", "install", "uninstall"]
+__all__ = ["claude_group", "install", "uninstall"]

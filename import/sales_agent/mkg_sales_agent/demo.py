@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from mkg_core import envfiles, runtime
 from mkg_core.cli import App, fail, guarded, pass_app
 from mkg_core.contrib import SeedContext
 from mkg_core.graph import Graph
+from mkg_core.harness_install import executable
 from mkg_core.llm import default_model, readiness
 from mkg_core.recall import FENCE_OPEN
 from mkg_core.schema import apply_schema
@@ -189,14 +189,6 @@ def start_dev_neo4j(port: int, fresh: bool, console: Console) -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def hook_executable() -> str:
-    beside = Path(sys.executable).parent / "mkg-hook"
-    found = str(beside) if beside.exists() else shutil.which("mkg-hook")
-    if not found:
-        fail("the mkg-hook command is not installed next to this Python (pip install mkg-core)")
-    return str(found)
-
-
 class Replay:
     """A private worker and the hook calls of scripted sessions."""
 
@@ -205,7 +197,7 @@ class Replay:
         self.paths = runtime.Paths(str(state))
         self.cwd = state / "roadflex-workspace"
         self.cwd.mkdir(parents=True, exist_ok=True)
-        self.hook = hook_executable()
+        self.hook = executable("mkg-hook")
         self.env = {
             **os.environ,
             "MKG_STATE_DIR": str(state),
