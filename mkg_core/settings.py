@@ -85,6 +85,7 @@ class Settings(BaseSettings):
 
     # Providers
     diffbot_token: SecretStr | None = Field(None, validation_alias="DIFFBOT_TOKEN")
+    diffbot_api_url: str = Field("https://kg.diffbot.com/kg/v3", validation_alias="DIFFBOT_API_URL")
     gcp_project_id: str | None = Field(None, validation_alias="GCP_PROJECT_ID")
     bigquery_dataset_id: str | None = Field(None, validation_alias="BIGQUERY_DATASET_ID")
     bigquery_mcp_url: str | None = Field(None, validation_alias="BIGQUERY_MCP_URL")

@@ -159,6 +159,43 @@ def npm_tool(spec: str, folder: str, binary: str) -> Path:
     return path
 
 
+def mcp_server(env: Mapping[str, str], *args: str) -> Any:
+    """Stdio parameters that start this checkout's ``meta-knowledge-graph`` with ``env``."""
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(
+        command=str(BIN_DIR / "meta-knowledge-graph"), args=list(args), env=dict(env)
+    )
+
+
+def mcp_session(target: Any, work: Any) -> Any:
+    """Connect the SDK's client to ``target`` (stdio parameters or a URL); return ``await work(client)``."""
+    import asyncio
+
+    from mcp import Client
+
+    async def main() -> Any:
+        async with Client(target, read_timeout_seconds=120) as client:
+            return await work(client)
+
+    return asyncio.run(main())
+
+
+async def mcp_call(client: Any, name: str, **arguments: Any) -> tuple[bool, Any]:
+    """Call a tool; return ``(is_error, value)`` with the value decoded from structured or JSON text."""
+    result = await client.call_tool(name, arguments)
+    if result.is_error:
+        return True, "\n".join(getattr(block, "text", "") for block in result.content)
+    if result.structured_content is not None:
+        data = result.structured_content
+        return False, data.get("result", data) if set(data) == {"result"} else data
+    text = result.content[0].text if result.content else "null"
+    try:
+        return False, json.loads(text)
+    except ValueError:
+        return False, text
+
+
 def reset_database(graph: Graph) -> None:
     """Delete every node, constraint and (non-lookup) index."""
     graph.run_autocommit("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")

@@ -3,24 +3,22 @@ dev Neo4j; embeddings from the local fake OpenAI-compatible server."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
 import os
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 from mkg_core.fakellm import FakeLLM
 from mkg_core.graph import Graph
-from mkg_core.testing import BIN_DIR, Neo4jServer, free_port, npm_tool
+from mkg_core.testing import BIN_DIR, Neo4jServer, free_port, mcp_call, mcp_server, mcp_session, npm_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT, USER = "mcp-test", "ana@example.com"
@@ -59,26 +57,9 @@ def env(neo4j_server: Neo4jServer, graph: Graph, fake_llm: FakeLLM, tmp_path: Pa
     }
 
 
-def _server(env: dict[str, str], *args: str) -> StdioServerParameters:
-    return StdioServerParameters(command=str(BIN_DIR / "meta-knowledge-graph"), args=list(args), env=env)
-
-
-def run(target: Any, work: Callable[[Client], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        async with Client(target, read_timeout_seconds=120) as client:
-            return await work(client)
-
-    return asyncio.run(main())
-
-
-async def _call(client: Client, name: str, **arguments: Any) -> tuple[bool, Any]:
-    result = await client.call_tool(name, arguments)
-    if result.is_error:
-        return True, "\n".join(getattr(block, "text", "") for block in result.content)
-    if result.structured_content is not None:
-        data = result.structured_content
-        return False, data.get("result", data) if set(data) == {"result"} else data
-    return False, json.loads(result.content[0].text)
+_server = mcp_server
+run = mcp_session
+_call = mcp_call
 
 
 def call(env: dict[str, str], name: str, **arguments: Any) -> Any:
