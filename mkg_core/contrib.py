@@ -55,12 +55,19 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class ToolGroup:
-    """A named set of MCP tools, mounted only when ``enabled(settings)`` is true."""
+    """A named set of MCP tools, mounted only when ``enabled(settings)`` is true and ``missing(settings)``
+    names nothing.
+
+    ``missing`` says what the settings lack, in words a user can act on (``["DIFFBOT_TOKEN"]``); the
+    server and ``mkg plugins`` show it as the reason a group is not mounted. Prefer it to
+    ``enabled`` when there is something to tell.
+    """
 
     name: str
     tools: tuple[ToolSpec, ...]
     description: str = ""
     enabled: Callable[[Settings], bool] | None = None
+    missing: Callable[[Settings], Sequence[str]] | None = None
 
     def __post_init__(self) -> None:
         _check_name("tool group", self.name)
@@ -75,6 +82,9 @@ class ToolGroup:
 
     def is_enabled(self, settings: Settings) -> bool:
         return True if self.enabled is None else bool(self.enabled(settings))
+
+    def what_is_missing(self, settings: Settings) -> list[str]:
+        return [] if self.missing is None else [str(item) for item in self.missing(settings)]
 
 
 @dataclass(frozen=True)

@@ -123,11 +123,15 @@ def plan_groups(host: PluginHost, settings: Settings) -> tuple[list[Mounted], li
         for group in groups:
             try:
                 enabled = group.is_enabled(settings)
+                missing = group.what_is_missing(settings) if enabled else []
             except Exception as exc:
                 skipped.append(Skipped(group, plugin_name, f"its enabled-check failed: {exc}"))
                 continue
             if not enabled:
                 skipped.append(Skipped(group, plugin_name, "not enabled by the current settings"))
+                continue
+            if missing:
+                skipped.append(Skipped(group, plugin_name, f"missing: {'; '.join(missing)}"))
                 continue
             for tool in group.tools:
                 if tool.name in owners:

@@ -92,6 +92,7 @@ class Settings(BaseSettings):
     bigquery_mcp_auth: SecretStr | None = Field(None, validation_alias="BIGQUERY_MCP_AUTH")
     bigquery_mcp_headers: SecretStr | None = Field(None, validation_alias="BIGQUERY_MCP_HEADERS")
     bigquery_region: str = Field("US", validation_alias="BIGQUERY_REGION")
+    neocarta_bin: str | None = Field(None, validation_alias="NEOCARTA_BIN")
     gcp_billing_project_id: str | None = Field(None, validation_alias="GCP_BILLING_PROJECT_ID")
     gcp_service_account_json: SecretStr | None = Field(None, validation_alias="GCP_SERVICE_ACCOUNT_JSON")
     google_application_credentials: str | None = Field(

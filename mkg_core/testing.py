@@ -159,6 +159,25 @@ def npm_tool(spec: str, folder: str, binary: str) -> Path:
     return path
 
 
+def pip_tool(spec: str, folder: str) -> Path:
+    """The ``bin`` folder of a virtual environment holding a PyPI package (``spec`` pins the version),
+    created once in ``<repo>/.cache/<folder>`` (git-ignored) and reused by later runs. For tools
+    whose dependencies cannot share MKG's environment."""
+    root = REPO_ROOT / ".cache" / folder
+    done = root / ".installed"
+    if not done.exists() or done.read_text() != spec:
+        shutil.rmtree(root, ignore_errors=True)
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=300
+        )
+        pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        result = subprocess.run([*pip, spec], capture_output=True, text=True, timeout=1200, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"pip install {spec} failed:\n{result.stderr[-3000:]}")
+        done.write_text(spec)
+    return root / "bin"
+
+
 def mcp_server(env: Mapping[str, str], *args: str) -> Any:
     """Stdio parameters that start this checkout's ``meta-knowledge-graph`` with ``env``."""
     from mcp.client.stdio import StdioServerParameters

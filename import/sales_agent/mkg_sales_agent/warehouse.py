@@ -15,17 +15,13 @@ missing; ``seed_all`` runs them only when that check passes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from mkg_core.embedding import LiteLLMEmbedder
 from mkg_core.settings import Settings
 
 from .dataset import Dataset
@@ -143,7 +139,7 @@ def bigquery_problems(settings: Settings) -> list[str]:
             "or run `gcloud auth application-default login`"
         )
     try:
-        import google.cloud.bigquery  # type: ignore[import-not-found, unused-ignore]  # noqa: F401
+        import google.cloud.bigquery  # type: ignore[import-not-found, import-untyped, unused-ignore]  # noqa: F401
     except ImportError:
         problems.append(
             "the google-cloud-bigquery package is missing: pip install 'mkg-sales-agent[bigquery]'"
@@ -154,14 +150,11 @@ def bigquery_problems(settings: Settings) -> list[str]:
 def neocarta_problems(settings: Settings) -> list[str]:
     """What stops the catalog seeder; empty when it can run."""
     problems = [p for p in bigquery_problems(settings) if "google-cloud-bigquery" not in p]
-    if shutil.which("neocarta") is None:
-        problems.append("the neocarta command is missing: pip install mkg-neocarta (or neocarta)")
-    if not LiteLLMEmbedder(settings).is_available():
-        problems.append(
-            f"the embedding model {settings.embedding_model!r} is off or has no key "
-            "(for OpenAI models set OPENAI_API_KEY); the catalog needs embeddings"
-        )
-    return problems
+    try:
+        from mkg_neocarta.catalog import problems as catalog_problems
+    except ImportError:
+        return [*problems, "mkg-neocarta is not installed: pip install mkg-neocarta"]
+    return problems + [p for p in catalog_problems(settings, bigquery=True) if p not in problems]
 
 
 def rows_for(data: Dataset, table: str) -> list[dict[str, Any]]:
@@ -218,7 +211,7 @@ def google_credentials_file(settings: Settings) -> Iterator[None]:
 
 def seed_bigquery(settings: Settings, data: Dataset, say: Callable[[str], None]) -> None:
     """Replace the five tables of ``GCP_PROJECT_ID.BIGQUERY_DATASET_ID`` with the dataset."""
-    from google.cloud import bigquery  # type: ignore[import-not-found, unused-ignore]
+    from google.cloud import bigquery  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     assert settings.gcp_project_id and settings.bigquery_dataset_id
     with google_credentials_file(settings):
@@ -250,38 +243,7 @@ def seed_bigquery(settings: Settings, data: Dataset, say: Callable[[str], None])
 
 
 def run_neocarta(settings: Settings, say: Callable[[str], None]) -> None:
-    """Catalog the seeded dataset into Neo4j with neocarta, embeddings included."""
-    assert settings.gcp_project_id and settings.bigquery_dataset_id
-    env = {
-        **os.environ,
-        "NEO4J_URI": settings.neo4j_uri,
-        "NEO4J_USERNAME": settings.neo4j_username,
-        "NEO4J_PASSWORD": settings.neo4j_password.get_secret_value(),
-        "NEO4J_DATABASE": settings.neo4j_database,
-    }
-    if settings.embedding_model:
-        env["EMBEDDING_MODEL"] = settings.embedding_model
-    argv = [
-        shutil.which("neocarta") or "neocarta",
-        "bigquery",
-        "schema",
-        "--project-id",
-        settings.gcp_project_id,
-        "--dataset-id",
-        settings.bigquery_dataset_id,
-        "--embeddings",
-        "--json",
-    ]
-    with google_credentials_file(settings):
-        if settings.gcp_service_account_json is not None:
-            env["GOOGLE_APPLICATION_CREDENTIALS"] = os.environ["GOOGLE_APPLICATION_CREDENTIALS"]
-        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=1800)
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"neocarta failed ({result.returncode}): {(result.stderr or result.stdout)[-2000:]}"
-        )
-    try:
-        summary = json.loads(result.stdout)
-    except ValueError:
-        summary = result.stdout.strip()[-300:]
-    say(f"neocarta: cataloged {settings.gcp_project_id}.{settings.bigquery_dataset_id}: {summary}")
+    """Catalog the seeded dataset into Neo4j with neocarta (through mkg-neocarta), embeddings included."""
+    from mkg_neocarta.catalog import load_bigquery
+
+    load_bigquery(settings, say)

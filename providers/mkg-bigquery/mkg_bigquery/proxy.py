@@ -225,11 +225,14 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def enabled(settings: Settings) -> bool:
+def missing(settings: Settings) -> list[str]:
     if not (settings.bigquery_mcp_url or "").strip():
-        return False
-    extra_headers(settings)  # a malformed value says so when the server plans its groups
-    return True
+        return ["BIGQUERY_MCP_URL (the remote BigQuery MCP endpoint)"]
+    try:
+        extra_headers(settings)
+    except ConfigError as exc:
+        return [f"a valid BIGQUERY_MCP_HEADERS ({exc})"]
+    return []
 
 
 def tool_group() -> ToolGroup:
@@ -237,5 +240,5 @@ def tool_group() -> ToolGroup:
         "bigquery",
         (ToolSpec("bigquery_execute_query", bigquery_execute_query, bigquery_execute_query.__doc__ or ""),),
         description="Read-only BigQuery SQL through a remote BigQuery MCP endpoint",
-        enabled=enabled,
+        missing=missing,
     )

@@ -229,5 +229,5 @@ def tool_group() -> ToolGroup:
             ToolSpec("enhance_entity", enhance_entity, enhance_entity.__doc__ or ""),
         ),
         description="Diffbot news search and firmographics",
-        enabled=lambda settings: token(settings) is not None,
+        missing=lambda settings: [] if token(settings) else ["DIFFBOT_TOKEN"],
     )

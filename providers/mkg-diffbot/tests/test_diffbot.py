@@ -42,8 +42,12 @@ def test_the_tools_mount_only_with_a_token(token: str | None, mounted: bool) -> 
     environ = {"MKG_LOAD_PLUGINS": "diffbot"} | ({"DIFFBOT_TOKEN": token} if token is not None else {})
     settings = load_settings(environ=environ, project_root=os.getcwd())
     host = PluginHost(make_plugin_manager(environ=environ))
-    names = {tool.name for entry in plan_groups(host, settings)[0] for tool in entry.group.tools}
+    mounted_groups, skipped = plan_groups(host, settings)
+    names = {tool.name for entry in mounted_groups for tool in entry.group.tools}
     assert ({"search_news", "enhance_entity"} <= names) is mounted
+    assert [s.reason for s in skipped if s.group.name == "diffbot"] == (
+        [] if mounted else ["missing: DIFFBOT_TOKEN"]
+    )
 
 
 def _client(diffbot: FakeDiffbot, token: str = TOKEN, **options: Any) -> tuple[DiffbotClient, list[float]]:

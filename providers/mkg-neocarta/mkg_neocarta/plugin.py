@@ -1,6 +1,27 @@
-"""The mkg-neocarta plugin.
+"""The mkg-neocarta plugin: the ``neocarta_*`` data-catalog tools, and ``mkg neocarta load``.
 
-It installs and registers under the ``mkg`` entry-point group, but contributes nothing yet:
-its MCP tools, capture handlers and schema arrive in a later release, and until then it offers
-none rather than pretending to.
+The tools mount when ``GCP_PROJECT_ID``, ``BIGQUERY_DATASET_ID`` and the embedding model's key are
+set and neocarta's MCP server can be run (see :mod:`mkg_neocarta.locate`).
 """
+
+from __future__ import annotations
+
+import click
+
+from mkg_core import hookimpl
+from mkg_core.contrib import ToolGroup
+from mkg_core.settings import Settings
+
+
+@hookimpl
+def mkg_register_tool_groups(config: Settings) -> list[ToolGroup]:
+    from .tools import tool_group
+
+    return [tool_group()]
+
+
+@hookimpl
+def mkg_register_commands(cli: click.Group) -> None:
+    from .cli import neocarta_group
+
+    cli.add_command(neocarta_group)
