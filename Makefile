@@ -10,7 +10,7 @@ PACKAGES := -e .[dev] \
 	-e harnesses/mkg-claude -e harnesses/mkg-codex -e import/sales_agent
 TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex \
 	providers/mkg-diffbot/mkg_diffbot providers/mkg-bigquery/mkg_bigquery providers/mkg-neocarta/mkg_neocarta \
-	import/sales_agent/mkg_sales_agent
+	import/sales_agent/mkg_sales_agent docs/examples/mkg-glossary/mkg_glossary
 DEMO_PORT ?= 7687
 
 .PHONY: help venv neo4j lint type test bench bench-locomo demo neo4j-start neo4j-stop clean

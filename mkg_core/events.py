@@ -25,6 +25,7 @@ __all__ = [
     "is_error_response",
     "response_text",
     "tool_key",
+    "tool_result",
 ]
 
 
@@ -36,6 +37,18 @@ def is_error_response(value: Any) -> bool:
         except ValueError:
             return False
     return isinstance(value, Mapping) and value.get("isError") is True
+
+
+def tool_result(event: HookEvent) -> Any:
+    """A tool event's answer with the harness's wrapping taken off (JSON in strings, MCP content
+    blocks, ``{"result": ...}`` envelopes, an oversized answer saved to a file): the innermost
+    structured value, else the text. None for a failed call."""
+    from .query_failures import unwrap  # not on the hook's fast path
+
+    response = unwrap(event.tool_response)
+    if event.is_error or response.is_error:
+        return None
+    return response.data if response.data is not None else (response.text or None)
 
 
 def response_text(value: Any, limit: int = 2000) -> str:

@@ -1,4 +1,4 @@
-"""``meta-knowledge-graph`` / ``mkg serve``: the MCP server. The only module that uses the MCP SDK.
+"""``meta-knowledge-graph`` / ``mkg serve``: the MCP server. The only core module that serves MCP.
 
 Tool groups come from plugins (the core's own ``memory`` and ``graph`` groups included) through
 ``mkg_register_tool_groups``; a group is mounted when its enabled-check passes, and two plugins

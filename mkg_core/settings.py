@@ -122,6 +122,7 @@ class Settings(BaseSettings):
 
     _env_file: Path | None = PrivateAttr(default=None)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+    _variables: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(
@@ -149,6 +150,12 @@ class Settings(BaseSettings):
     def source_of(self, name: str) -> str:
         """Where a field's value came from: ``argument``, ``environment``, the file path, or ``default``."""
         return self._sources.get(name, "default")
+
+    def get(self, variable: str, default: str | None = None) -> str | None:
+        """A variable MKG itself does not define (a plugin's own setting, e.g. ``ACME_API_KEY``),
+        resolved like every other: the environment, then the ``.env`` file. Blank counts as unset."""
+        value = self._variables.get(variable.upper())
+        return value.strip() if value is not None and value.strip() else default
 
     def resolved_llm_model(self, client: str | None = None) -> str:
         """``LLM_MODEL`` > ``MKG_DEFAULT_LLM_MODEL`` > the client-aware default."""
@@ -278,6 +285,8 @@ def load_settings(
         raise ConfigError(_explain(exc, layers)) from None
     settings._env_file = layers.env_file
     settings._sources = _sources(explicit, layers)
+    settings._variables = {key.upper(): value for key, value in layers.file_values.items()}
+    settings._variables.update({key.upper(): value for key, value in layers.environ.items()})
     return settings
 
 

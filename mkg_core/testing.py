@@ -178,12 +178,12 @@ def pip_tool(spec: str, folder: str) -> Path:
     return root / "bin"
 
 
-def mcp_server(env: Mapping[str, str], *args: str) -> Any:
-    """Stdio parameters that start this checkout's ``meta-knowledge-graph`` with ``env``."""
+def mcp_server(env: Mapping[str, str], *args: str, bin_dir: Path = BIN_DIR) -> Any:
+    """Stdio parameters that start ``meta-knowledge-graph`` (this checkout's or ``bin_dir``'s) with env."""
     from mcp.client.stdio import StdioServerParameters
 
     return StdioServerParameters(
-        command=str(BIN_DIR / "meta-knowledge-graph"), args=list(args), env=dict(env)
+        command=str(bin_dir / "meta-knowledge-graph"), args=list(args), env=dict(env)
     )
 
 
@@ -254,6 +254,8 @@ class CaptureRig:
     env: dict[str, str]
     paths: runtime.Paths
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    #: Where ``mkg-hook`` and ``mkg`` come from (another virtual environment's, say).
+    bin_dir: Path = BIN_DIR
 
     def hook(
         self,
@@ -267,7 +269,7 @@ class CaptureRig:
         if isinstance(payload, Mapping):
             payload = json.dumps(payload)
         data = payload.encode() if isinstance(payload, str) else payload
-        argv = [str(BIN_DIR / "mkg-hook")]
+        argv = [str(self.bin_dir / "mkg-hook")]
         if client:
             argv += ["--client", client]
         if event:
@@ -283,7 +285,7 @@ class CaptureRig:
 
     def mkg(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(BIN_DIR / "mkg"), *args],
+            [str(self.bin_dir / "mkg"), *args],
             capture_output=True,
             text=True,
             env=self.env,
@@ -301,7 +303,7 @@ class CaptureRig:
         """A foreground ``mkg worker``; returns once it answers on its socket."""
         log = open(Path(self.paths.root) / f"foreground-{len(self.workers)}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
-            [str(BIN_DIR / "mkg"), "worker"], env={**self.env, **(env or {})}, stdout=log, stderr=log
+            [str(self.bin_dir / "mkg"), "worker"], env={**self.env, **(env or {})}, stdout=log, stderr=log
         )
         log.close()
         self.workers.append(proc)

@@ -131,6 +131,16 @@ def test_precedence_argument_then_environment_then_file_then_default(tmp_path: P
     ] == ["argument", "environment", str(tmp_path / ".env"), "default"]
 
 
+def test_a_plugins_own_variables_resolve_like_mkgs(tmp_path: Path) -> None:
+    _write(tmp_path / ".env", "ACME_API_KEY=from-file\nACME_REGION=eu\nACME_BLANK=\n")
+    settings = load_settings(environ={"ACME_API_KEY": "from-env", "acme_mode": "fast"}, project_root=tmp_path)
+    assert settings.get("ACME_API_KEY") == "from-env"  # the environment wins over the file
+    assert settings.get("ACME_REGION") == "eu"
+    assert settings.get("acme_mode") == "fast"
+    assert settings.get("ACME_BLANK") is None and settings.get("ACME_BLANK", "x") == "x"
+    assert settings.get("ACME_MISSING", "default") == "default"
+
+
 def test_process_environment_takes_effect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MKG_CONSISTENCY_TOPK", "4")
     monkeypatch.setenv("MKG_CONSISTENCY_GATE", "off")
