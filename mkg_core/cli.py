@@ -74,7 +74,7 @@ def build_cli(host: PluginHost) -> click.Group:
             },
         )
 
-    from . import doctor, setup_wizard, worker_cli
+    from . import doctor, enrich_cli, setup_wizard, worker_cli
     from .commands import register_core_commands
     from .memory_cli import register_memory_commands
 
@@ -84,6 +84,7 @@ def build_cli(host: PluginHost) -> click.Group:
     cli.add_command(doctor.doctor_command)
     cli.add_command(worker_cli.worker_group)
     cli.add_command(worker_cli.status_command)
+    cli.add_command(enrich_cli.enrich_command)
     host.register_commands(cli)
     return cli
 

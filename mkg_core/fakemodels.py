@@ -26,11 +26,12 @@ from typing import Any
 @dataclass
 class ToolRule:
     """Call ``tool`` (any offered tool whose name ends with it) with ``arguments`` when ``when`` is in
-    the newest user prompt."""
+    the newest user prompt, saying ``say`` first when given."""
 
     when: str
     tool: str
     arguments: dict[str, Any]
+    say: str | None = None
 
 
 @dataclass
@@ -41,8 +42,8 @@ class _FakeModel:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
-    def call_tool(self, when: str, tool: str, **arguments: Any) -> None:
-        self.rules.append(ToolRule(when, tool, arguments))
+    def call_tool(self, when: str, tool: str, *, say: str | None = None, **arguments: Any) -> None:
+        self.rules.append(ToolRule(when, tool, arguments, say))
 
     def bodies(self) -> list[str]:
         """Every request body as JSON text, to search for what reached the model."""
@@ -164,12 +165,12 @@ class FakeAnthropic(_FakeModel):
         found = self._rule_for(prompt, [t.get("name", "") for t in body.get("tools", [])])
         if found is not None:
             rule, name = found
-            return self._message("tool_use", name, rule.arguments)
+            return self._message("tool_use", name, rule.arguments, say=rule.say)
         return self._message("text", self.answer)
 
     @staticmethod
     def _message(
-        kind: str, text: str, arguments: dict[str, Any] | None = None
+        kind: str, text: str, arguments: dict[str, Any] | None = None, *, say: str | None = None
     ) -> list[tuple[str, dict[str, Any]]]:
         usage = {
             "input_tokens": 10,
@@ -188,11 +189,23 @@ class FakeAnthropic(_FakeModel):
             block = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": text}
             stop = "end_turn"
+        blocks: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        if say:
+            blocks.append(({"type": "text", "text": ""}, {"type": "text_delta", "text": say}))
+        blocks.append((block, delta))
+        streamed: list[tuple[str, dict[str, Any]]] = []
+        for index, (opened, change) in enumerate(blocks):
+            streamed += [
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": opened},
+                ),
+                ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": change}),
+                ("content_block_stop", {"type": "content_block_stop", "index": index}),
+            ]
         return [
             ("message_start", start),
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            *streamed,
             (
                 "message_delta",
                 {
@@ -259,24 +272,33 @@ class FakeResponses(_FakeModel):
                     "arguments": json.dumps(rule.arguments)}  # fmt: skip
             if namespace:
                 item["namespace"] = namespace
+            if rule.say:
+                text = {"type": "output_text", "text": rule.say, "annotations": []}
+                said = {"type": "message", "role": "assistant", "id": "msg_0", "content": [text]}
+                return self._response(said, item)
             return self._response(item)
         return self._response({"type": "message", "role": "assistant", "id": "msg_1", "content": [
             {"type": "output_text", "text": self.answer, "annotations": []}]})  # fmt: skip
 
     @staticmethod
-    def _response(item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def _response(*items: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
                  "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}  # fmt: skip
-        done = {"id": "resp_1", "status": "completed", "output": [item], "usage": usage}
+        done = {"id": "resp_1", "status": "completed", "output": list(items), "usage": usage}
+        streamed: list[tuple[str, dict[str, Any]]] = []
+        for index, item in enumerate(items):
+            streamed += [
+                (
+                    "response.output_item.added",
+                    {"type": "response.output_item.added", "output_index": index, "item": item},
+                ),
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": index, "item": item},
+                ),
+            ]
         return [
             ("response.created", {"type": "response.created", "response": {"id": "resp_1"}}),
-            (
-                "response.output_item.added",
-                {"type": "response.output_item.added", "output_index": 0, "item": item},
-            ),
-            (
-                "response.output_item.done",
-                {"type": "response.output_item.done", "output_index": 0, "item": item},
-            ),
+            *streamed,
             ("response.completed", {"type": "response.completed", "response": done}),
         ]

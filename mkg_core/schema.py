@@ -32,6 +32,12 @@ UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
     ("QueryIssue", "id"),
     ("ToolErrorProfile", "id"),
     ("QueryErrorPattern", "id"),
+    ("Turn", "id"),
+    ("ToolCall", "id"),
+    ("ToolResult", "id"),
+    ("Tool", "id"),
+    ("ToolRationale", "id"),
+    ("Resource", "id"),
 )
 
 #: Vector indexes and the properties their SEARCH filters may use.
@@ -76,6 +82,12 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
             "project_observation_fulltext",
             "CREATE FULLTEXT INDEX project_observation_fulltext IF NOT EXISTS "
             "FOR (n:Observation) ON EACH [n.title, n.narrative]",
+            kind="fulltext",
+        ),
+        SchemaStatement(
+            "tool_rationale_fulltext",
+            "CREATE FULLTEXT INDEX tool_rationale_fulltext IF NOT EXISTS "
+            "FOR (n:ToolRationale) ON EACH [n.text]",
             kind="fulltext",
         ),
         SchemaStatement(

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     extraction_corpus_tokens: int = Field(3000, ge=200, validation_alias="MKG_EXTRACTION_CORPUS_TOKENS")
     extraction_max_learnings: int = Field(3, ge=0, validation_alias="MKG_EXTRACTION_MAX_LEARNINGS")
 
+    # Enrichment (the turn and tool-call projection of sessions)
+    enrichment: bool = Field(False, validation_alias="MKG_ENRICHMENT")
+
     # Memory quality
     consistency_gate: bool = Field(True, validation_alias="MKG_CONSISTENCY_GATE")
     consistency_topk: int = Field(15, ge=1, validation_alias="MKG_CONSISTENCY_TOPK")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..consolidation import PromptConsolidationJob
 from ..contrib import CaptureHandler, ContextProvider, Embedder, Job, QueryTool, SchemaStatement, ToolGroup
 from ..embedding import LiteLLMEmbedder
+from ..enrichment import EnrichmentJob
 from ..error_patterns import QueryErrorConsolidationJob, QueryErrorRecall
 from ..extraction import ExtractionJob
 from ..hookspecs import hookimpl
@@ -56,8 +57,8 @@ def mkg_register_embedders(config: Settings) -> Iterable[Embedder]:
 @hookimpl(tryfirst=True)
 def mkg_register_jobs() -> Iterable[Job]:
     """Memory extraction (and the gate) after each Stop; then system-prompt and error-pattern
-    consolidation."""
-    return [ExtractionJob(), PromptConsolidationJob(), QueryErrorConsolidationJob()]
+    consolidation; then, when MKG_ENRICHMENT is on, the session's turn and tool-call projection."""
+    return [ExtractionJob(), PromptConsolidationJob(), QueryErrorConsolidationJob(), EnrichmentJob()]
 
 
 @hookimpl(tryfirst=True)

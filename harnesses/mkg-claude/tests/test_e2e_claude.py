@@ -25,6 +25,8 @@ PROJECT = "e2e-claude"
 ADD_LEARNING = "mcp__plugin_meta-knowledge-graph_mkg__project_add_learning"
 SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
+SAVE_SAID = "I will keep the deploy day in project memory."
+READ_SAID = "Let me check the deploy notes first."
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"}
 
 
@@ -57,7 +59,7 @@ def _env(capture: CaptureRig, fake: FakeAnthropic, home: Path, claude: Path) -> 
 def _run(claude: Path, env: dict[str, str], cwd: Path, prompt: str) -> list[dict[str, Any]]:
     result = subprocess.run(
         [str(claude), "-p", prompt, "--output-format", "stream-json", "--verbose",
-         "--allowedTools", ADD_LEARNING],
+         "--allowedTools", f"{ADD_LEARNING},Read"],
         env=env, cwd=cwd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -85,7 +87,9 @@ def test_claude_code_with_mkg_installed_remembers_across_sessions(
         {"p": PROJECT, "text": SEEDED},
     )
     fake = FakeAnthropic()
-    fake.call_tool("remember", "project_add_learning", text=NEW, scope="project")
+    fake.call_tool("remember", "project_add_learning", say=SAVE_SAID, text=NEW, scope="project")
+    (project / "DEPLOY.md").write_text("Deploys happen on Fridays after the freeze.\n")
+    fake.call_tool("production", "Read", say=READ_SAID, file_path=str(project / "DEPLOY.md"))
     with fake.running():
         env = _env(capture, fake, home, claude_bin)
         installed = subprocess.run(
@@ -135,6 +139,20 @@ def test_claude_code_with_mkg_installed_remembers_across_sessions(
         assert any(NEW in body for body in fake.bodies()[seen:])  # the second session sees the first's memory
         capture.wait_drained()
         assert len(graph.read("MATCH (:Project {id: $p})-[:HAS_SESSION]->(s) RETURN s", {"p": PROJECT})) == 2
+
+        # The turn and tool-call projection of both sessions, from their events and transcripts.
+        enriched = subprocess.run(
+            [str(BIN_DIR / "mkg"), "enrich", "--all"], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert enriched.returncode == 0, enriched.stdout + enriched.stderr
+        said = graph.read(
+            "MATCH (:Turn)-[:ISSUED]->(c:ToolCall)-[:HAS_RATIONALE]->(r:ToolRationale) "
+            "RETURN c.tool_key AS tool, r.text AS said ORDER BY tool"
+        )
+        assert said == [
+            {"tool": "Read", "said": READ_SAID},
+            {"tool": "project_add_learning", "said": SAVE_SAID},
+        ]
 
         removed = subprocess.run(
             [str(BIN_DIR / "mkg"), "claude", "uninstall"],

@@ -24,6 +24,8 @@ pytestmark = pytest.mark.e2e
 CODEX = "@openai/codex@0.171.0"
 SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
+SAVE_SAID = "I will keep the deploy day in project memory."
+READ_SAID = "Let me check the deploy notes first."
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"}
 
 
@@ -96,7 +98,9 @@ def test_codex_with_mkg_installed_remembers_across_sessions(
         {"p": project_id, "text": SEEDED},
     )
     fake = FakeResponses()
-    fake.call_tool("remember", "project_add_learning", text=NEW, scope="project")
+    fake.call_tool("remember", "project_add_learning", say=SAVE_SAID, text=NEW, scope="project")
+    (project / "DEPLOY.md").write_text("Deploys happen on Fridays after the freeze.\n")
+    fake.call_tool("production", "exec_command", say=READ_SAID, cmd="cat DEPLOY.md")
     with fake.running():
         (home / ".codex" / "config.toml").write_text(fake.config_toml())
         env = _env(capture, fake, home, codex_bin)
@@ -154,3 +158,18 @@ def test_codex_with_mkg_installed_remembers_across_sessions(
         seen = len(fake.bodies())
         _run(codex_bin, env, project, "When does the team deploy to production?")
         assert any(NEW in body for body in fake.bodies()[seen:])  # the second session sees the first's memory
+        capture.wait_drained()
+
+        # The turn and tool-call projection of both sessions, from their events and transcripts.
+        enriched = subprocess.run(
+            [str(BIN_DIR / "mkg"), "enrich", "--all"], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert enriched.returncode == 0, enriched.stdout + enriched.stderr
+        said = graph.read(
+            "MATCH (:Turn)-[:ISSUED]->(c:ToolCall)-[:HAS_RATIONALE]->(r:ToolRationale) "
+            "RETURN c.tool_key AS tool, r.text AS said ORDER BY tool"
+        )
+        assert said == [
+            {"tool": "Bash", "said": READ_SAID},
+            {"tool": "project_add_learning", "said": SAVE_SAID},
+        ]

@@ -1,0 +1,229 @@
+"""Enrichment from real captured sessions of both CLIs (their hook payloads and transcripts, recorded
+from the real Claude Code and Codex against the local fake model), replayed through the real hook
+and worker into the real dev Neo4j, then projected by ``mkg enrich``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mkg_core.enrichment import Call, resources, tool_kind, tool_namespace
+from mkg_core.graph import Graph
+from mkg_core.testing import CaptureRig, mcp_call, mcp_server, mcp_session
+from mkg_core.transcripts import read_transcript
+
+ROOT = Path(__file__).resolve().parents[1]
+SESSIONS = {h: ROOT / "harnesses" / f"mkg-{h}" / "tests" / "session" for h in ("claude", "codex")}
+PROJECT = "enrich-test"
+SAVE_SAID = "I will keep the deploy day in project memory."
+READ_SAID = "Let me check the deploy notes first."
+NEW = "The team deploys to production on Fridays."
+SQL = "SELECT * FROM `p.sales.accounts` a JOIN sales.usage u"
+
+SNAPSHOT = """
+MATCH (s:Session)-[:HAS_TURN]->(t:Turn)
+OPTIONAL MATCH (t)-[:ISSUED]->(c:ToolCall)-[:USES_TOOL]->(tool:Tool)
+OPTIONAL MATCH (c)-[:RETURNED]->(r:ToolResult)
+OPTIONAL MATCH (c)-[:HAS_RATIONALE]->(why:ToolRationale)
+WITH s, t, c, tool, r, why,
+     [(c)-[x:TARGETS]->(res:Resource) | [res.type, res.value, x.role]] AS targets,
+     COUNT { (c)-[:LOGGED_BY]->(:SessionEvent) } AS logged,
+     COUNT { (t)-[:PROMPTED_BY]->(:SessionEvent {event_name: 'UserPromptSubmit'}) } AS prompted
+RETURN s.session_id AS session, t.index AS turn, t.prompt AS prompt, prompted, c.tool_key AS key,
+       c.source AS source, tool {.id, .kind, .namespace} AS tool, r.succeeded AS succeeded,
+       r.summary AS summary, why.text AS rationale, targets, logged
+ORDER BY session, turn
+"""
+
+
+def _replay(rig: CaptureRig, harness: str, home: Path, *, drop: set[int] = frozenset()) -> list[str]:
+    """Send the captured hook payloads (minus the ``drop`` line numbers), their transcripts copied
+    under ``home``; returns the session ids in order."""
+    folder = SESSIONS[harness]
+    sessions: list[str] = []
+    for number, line in enumerate((folder / "hooks.jsonl").read_text().splitlines(), start=1):
+        record = json.loads(line)
+        payload = record["payload"]
+        if payload["session_id"] not in sessions:
+            sessions.append(payload["session_id"])
+        if number in drop:
+            continue
+        name = Path(payload["transcript_path"]).name
+        target = home / name
+        if not target.exists():
+            shutil.copy(folder / "transcripts" / name, target)
+        payload["transcript_path"] = str(target)
+        result = rig.hook(harness, record["event"], payload)
+        assert result.returncode == 0, result.stderr
+    return sessions
+
+
+@pytest.fixture
+def rig(capture: CaptureRig, graph: Graph) -> CaptureRig:
+    capture.env.update({"MKG_PROJECT_ID": PROJECT, "EMBEDDING_MODEL": "none", "MKG_EXTRACTION": "0"})
+    return capture
+
+
+def _enrich(rig: CaptureRig, *args: str) -> str:
+    result = rig.mkg("enrich", *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_captured_sessions_become_turns_calls_results_rationales_and_resources(
+    rig: CaptureRig, graph: Graph, harness: str, tmp_path: Path
+) -> None:
+    first, second = _replay(rig, harness, tmp_path)
+    rig.drain()
+    assert graph.read("MATCH (t:Turn) RETURN count(t) AS n") == [{"n": 0}]  # the job is off by default
+
+    assert "Enriched 2 session(s): 2 turn(s), 2 tool call(s)" in _enrich(rig, "--project", PROJECT)
+    rows = {row["session"]: row for row in graph.read(SNAPSHOT)}
+    saved, read = rows[first], rows[second]
+    assert saved["prompt"].startswith("Which cluster is staging?") and saved["prompted"] == 1
+    assert saved["key"] == "project_add_learning" and saved["source"] == "hooks"
+    assert saved["tool"] == {"id": "tool:project_add_learning", "kind": "mcp", "namespace": "mkg"}
+    assert saved["succeeded"] is True and "learning:" in saved["summary"]
+    assert saved["rationale"] == SAVE_SAID  # the assistant's words before the call, from the transcript
+    assert saved["logged"] == 2  # its PreToolUse and PostToolUse events
+    assert saved["targets"] == []
+
+    assert read["prompt"] == "When does the team deploy to production?"
+    assert read["rationale"] == READ_SAID and read["succeeded"] is True
+    assert read["targets"] == [["file", "/home/dev/project/DEPLOY.md", "read"]]
+    assert read["tool"]["kind"] == ("filesystem_read" if harness == "claude" else "shell")
+    assert "Fridays" in read["summary"]
+
+    before = graph.read(SNAPSHOT)
+    assert "Nothing to enrich" in _enrich(rig, "--project", PROJECT)  # nothing new: skipped
+    assert "0 node(s) and 0 relationship(s) new" in _enrich(rig, "--project", PROJECT, "--force")
+    assert graph.read(SNAPSHOT) == before
+
+
+def test_only_new_sessions_are_enriched_and_the_transcript_fills_in_missed_calls(
+    rig: CaptureRig, graph: Graph, tmp_path: Path
+) -> None:
+    lines = (SESSIONS["claude"] / "hooks.jsonl").read_text().splitlines()
+    first_session = {n for n, line in enumerate(lines, 1) if n <= 6}
+    # Only the first session, then enrich it.
+    _replay(rig, "claude", tmp_path, drop=set(range(7, len(lines) + 1)))
+    rig.drain()
+    assert "Enriched 1 session(s)" in _enrich(rig, "--project", PROJECT)
+    # The second session arrives, its tool hooks lost (PreToolUse and PostToolUse of the Read).
+    _replay(rig, "claude", tmp_path, drop=first_session | {9, 10})
+    rig.drain()
+    assert "Enriched 1 session(s): 1 turn(s), 1 tool call(s)" in _enrich(rig, "--project", PROJECT)
+    rows = graph.read(SNAPSHOT)
+    read = rows[-1] if rows[-1]["key"] == "Read" else rows[0]
+    assert read["key"] == "Read" and read["source"] == "transcript" and read["logged"] == 0
+    assert read["rationale"] == READ_SAID and read["succeeded"] is True and "Fridays" in read["summary"]
+    assert read["targets"] == [["file", "/home/dev/project/DEPLOY.md", "read"]]
+
+
+def test_without_a_transcript_the_hooks_still_give_calls(
+    rig: CaptureRig, graph: Graph, tmp_path: Path
+) -> None:
+    folder = SESSIONS["codex"]
+    for line in (folder / "hooks.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        record["payload"]["transcript_path"] = str(tmp_path / "gone.jsonl")
+        assert rig.hook("codex", record["event"], record["payload"]).returncode == 0
+    rig.drain()
+    _enrich(rig, "--all")
+    rows = graph.read(SNAPSHOT)
+    assert sorted(r["key"] for r in rows) == ["Bash", "project_add_learning"]
+    assert all(r["rationale"] is None and r["succeeded"] is True for r in rows)
+
+
+def test_the_worker_job_enriches_after_stop_when_switched_on(
+    rig: CaptureRig, graph: Graph, tmp_path: Path
+) -> None:
+    rig.env["MKG_ENRICHMENT"] = "1"
+    _replay(rig, "codex", tmp_path)
+    rig.drain()
+    assert graph.read("MATCH (c:ToolCall)-[:HAS_RATIONALE]->(r) RETURN count(r) AS n") == [{"n": 2}]
+    assert graph.read("MATCH (s:Session) WHERE s.enriched_events IS NOT NULL RETURN count(s) AS n") == [
+        {"n": 2}
+    ]
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
+def test_project_context_names_the_files_and_tools_most_touched(
+    rig: CaptureRig, graph: Graph, tmp_path: Path
+) -> None:
+    _replay(rig, "claude", tmp_path)
+    rig.drain()
+    before = mcp_session(mcp_server(rig.env), lambda c: mcp_call(c, "project_get_context"))
+    assert not before[0] and "most_touched" not in before[1]  # nothing enriched yet
+    _enrich(rig)  # the current project (MKG_PROJECT_ID)
+    error, context = mcp_session(mcp_server(rig.env), lambda c: mcp_call(c, "project_get_context"))
+    assert not error
+    touched = context["most_touched"]
+    assert [(f["path"], f["calls"], f["writes"]) for f in touched["files"]] == [
+        ("/home/dev/project/DEPLOY.md", 1, 0)
+    ]
+    assert sorted((t["tool"], t["calls"], t["failed"]) for t in touched["tools"]) == [
+        ("Read", 1, 0), ("project_add_learning", 1, 0),
+    ]  # fmt: skip
+
+
+def test_bad_options_and_unknown_sessions_are_reported(rig: CaptureRig) -> None:
+    both = rig.mkg("enrich", "--session", "a", "--all")
+    assert both.returncode == 2 and "at most one of --session, --project and --all" in both.stderr
+    unknown = rig.mkg("enrich", "--session", "no-such-session")
+    assert unknown.returncode == 1 and "no session 'no-such-session'" in unknown.stderr
+
+
+# -- the pieces -------------------------------------------------------------------------------------
+
+
+def test_both_transcript_formats_give_calls_rationales_and_results() -> None:
+    for harness, tool in (("claude", "Read"), ("codex", "exec_command")):
+        paths = sorted((SESSIONS[harness] / "transcripts").glob("*.jsonl"))
+        calls = [
+            c for path in paths for c in (read_transcript(str(path)) or pytest.fail(str(path))).ordered()
+        ]
+        by_name = {c.name.rsplit("__", 1)[-1]: c for c in calls}
+        assert set(by_name) == {"project_add_learning", tool}, harness
+        assert by_name["project_add_learning"].rationale == SAVE_SAID
+        assert by_name[tool].rationale == READ_SAID and "Fridays" in (by_name[tool].result or "")
+        assert by_name["project_add_learning"].input == {"text": NEW, "scope": "project"}
+    assert read_transcript("/nonexistent/transcript.jsonl") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "tool_input", "expected"),
+    [
+        ("Edit", {"file_path": "src/app.py"}, [("file", "/repo/src/app.py", "write")]),
+        ("Bash", {"command": "pytest -q tests/test_x.py --maxfail 1"},
+         [("file", "/repo/tests/test_x.py", "read")]),
+        ("Bash", {"command": ["bash", "-lc", "cat README.md"]}, [("file", "/repo/README.md", "read")]),
+        ("apply_patch", {"input": "*** Begin Patch\n*** Update File: a/b.py\n@@\n*** Add File: c.md\n"},
+         [("file", "/repo/a/b.py", "write"), ("file", "/repo/c.md", "write")]),
+        ("WebFetch", {"url": "https://example.com/docs"}, [("url", "https://example.com/docs", "read")]),
+        ("mcp__mkg__bigquery_execute_query", {"query": SQL},
+         [("query", SQL, "read"),
+          ("table", "p.sales.accounts", "read"), ("table", "sales.usage", "read")]),
+        ("mcp__mkg__neo4j_read_cypher", {"query": "MATCH (n) RETURN n"},
+         [("query", "MATCH (n) RETURN n", "read")]),
+        ("mcp__mkg__project_get_context", {"query": "deploys"}, []),
+    ],
+)  # fmt: skip
+def test_resources_a_call_touched(
+    name: str, tool_input: dict[str, Any], expected: list[tuple[str, str, str]]
+) -> None:
+    call = Call(id="toolcall:s:1", session_id="s", tool_name=name, input=tool_input, cwd="/repo")
+    assert [(r.type, r.value, r.role) for r in resources(call)] == expected
+
+
+def test_tool_kinds_and_namespaces() -> None:
+    assert tool_kind("Bash") == "shell" and tool_kind("exec_command") == "shell"
+    assert tool_kind("Write") == "filesystem_write" and tool_kind("Read") == "filesystem_read"
+    assert tool_kind("mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher") == "mcp"
+    assert tool_namespace("mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher") == "mkg"
+    assert tool_namespace("mcp__mkg__project_add_learning") == "mkg" and tool_namespace("Read") is None
