@@ -281,11 +281,14 @@ def derive(session_id: str, events: list[Mapping[str, Any]], transcript: Transcr
         found.response = event.get("tool_response")
         found.error = event.get("error")
         found.failed = (
-            bool(event.get("tool_error")) or name == "PostToolUseFailure" or _is_error(found.response)
+            bool(event.get("tool_error")) or name == "PostToolUseFailure" or bool(_is_error(found.response))
         )
 
     if transcript is not None:
-        _merge_transcript(session_id, turns, calls_by_use_id, transcript, current)
+        # A subagent's events may name its parent's transcript: take rationales by call id from it,
+        # but never the parent's other calls.
+        subagent = any(event.get("agent_id") for event in events)
+        _merge_transcript(session_id, turns, calls_by_use_id, transcript, current, add_missing=not subagent)
     path = transcript.path if transcript is not None else None
     return Projection(session_id, turns, len(events), path)
 
@@ -296,9 +299,13 @@ def _merge_transcript(
     known: dict[str, Call],
     transcript: Transcript,
     current: Callable[[str | None, datetime | None], Turn],
+    *,
+    add_missing: bool = True,
 ) -> None:
     for item in transcript.ordered():
         call = known.get(item.tool_use_id)
+        if call is None and not add_missing:
+            continue
         if call is None:
             call = _from_transcript(session_id, item)
             target = _turn_at(turns, call.started_at) if turns else current(None, call.started_at)

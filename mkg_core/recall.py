@@ -215,7 +215,9 @@ WITH node, score
 RRF_K = 3
 
 MARK_INJECTED = """
-MATCH (s:Session {session_id: $session_id})
+MERGE (s:Session {session_id: $session_id})
+  ON CREATE SET s.created_at = $now
+WITH s
 UNWIND $ids AS id
 MATCH (l:Learning {id: id})
 MERGE (l)-[r:INJECTED_IN]->(s)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mkg_core.enrichment import Call, resources, tool_kind, tool_namespace
+from mkg_core.enrichment import Call, derive, resources, tool_kind, tool_namespace
 from mkg_core.graph import Graph
 from mkg_core.testing import CaptureRig, mcp_call, mcp_server, mcp_session
 from mkg_core.transcripts import read_transcript
@@ -227,3 +227,17 @@ def test_tool_kinds_and_namespaces() -> None:
     assert tool_kind("mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher") == "mcp"
     assert tool_namespace("mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher") == "mkg"
     assert tool_namespace("mcp__mkg__project_add_learning") == "mkg" and tool_namespace("Read") is None
+
+
+def test_a_subagent_takes_rationales_from_its_parents_transcript_but_not_its_calls() -> None:
+    transcript = read_transcript(str(next((SESSIONS["claude"] / "transcripts").glob("fa57d88c-*.jsonl"))))
+    events = [
+        {"event_id": "e1", "event_name": "PreToolUse", "tool_name": "Grep", "tool_use_id": "toolu_sub",
+         "tool_input": '{"pattern": "deploy"}', "agent_id": "agent-1", "timestamp": "2026-12-02T19:38:23Z"},
+        {"event_id": "e2", "event_name": "PostToolUse", "tool_name": "Grep", "tool_use_id": "toolu_sub",
+         "tool_response": "DEPLOY.md", "agent_id": "agent-1", "timestamp": "2026-12-02T19:38:24Z"},
+    ]  # fmt: skip
+    sub = derive("sub-session", events, transcript)
+    assert [(c.tool_name, c.source, c.failed) for c in sub.calls] == [("Grep", "hooks", False)]
+    main = derive("main-session", [{**e, "agent_id": None} for e in events], transcript)
+    assert sorted((c.tool_name, c.source) for c in main.calls) == [("Grep", "hooks"), ("Read", "transcript")]

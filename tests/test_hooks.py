@@ -248,6 +248,7 @@ def test_hook_mkg_register_jobs(pm, host, settings) -> None:
         "extraction",
         "prompt-consolidation",
         "query-error-consolidation",
+        "enrichment",
     ]
 
     class Tally(Job):
@@ -264,7 +265,13 @@ def test_hook_mkg_register_jobs(pm, host, settings) -> None:
 
     pm.register(Plugin(), name="test-jobs")
     jobs = {job.name: job for job in host.jobs(settings)}
-    assert set(jobs) == {"extraction", "prompt-consolidation", "query-error-consolidation", "tally"}
+    assert set(jobs) == {
+        "extraction",
+        "prompt-consolidation",
+        "query-error-consolidation",
+        "enrichment",
+        "tally",
+    }
     end = _event("SessionEnd")
     assert jobs["tally"].matches(end) and not jobs["extraction"].matches(end)
     assert jobs["tally"].run(end, None) == "counted s1"  # type: ignore[arg-type]

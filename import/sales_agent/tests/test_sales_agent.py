@@ -23,6 +23,7 @@ from mkg_core.settings import load_settings
 from mkg_core.testing import BIN_DIR, CaptureRig, free_port
 
 HERE = Path(__file__).resolve().parents[1]
+ROOT = HERE.parents[1]
 AS_OF = date(2026, 6, 15)
 
 
@@ -129,6 +130,44 @@ def test_seeding_twice_changes_nothing(seed_env: dict[str, str], graph: Graph) -
     data = build_dataset()
     expected_lines = len(data.latest_usage())
     assert graph.read("MATCH ()-[r:USES_PRODUCT]->() RETURN count(r) AS n")[0]["n"] == expected_lines
+
+
+def test_diffbot_results_enrich_the_seeded_demo_accounts(
+    seed_env: dict[str, str], capture: CaptureRig, graph: Graph
+) -> None:
+    """mkg-diffbot's capture against the demo's own accounts: an enhance answer for Accenture and a
+    news search mentioning Deloitte reach the seeded :Account nodes."""
+    from mkg_diffbot.fake import ACCENTURE, ARTICLES
+    from mkg_diffbot.tools import compact
+
+    seeded = _mkg(seed_env, "seed", "sales-agent-graph")
+    assert seeded.returncode == 0, seeded.stderr
+    capture.env.update({"MKG_PROJECT_ID": "roadflex-test"})
+    payload = json.loads(
+        (ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads" / "PostToolUse.json").read_text()
+    )
+    calls = [
+        (
+            "enhance_entity",
+            {"entity_type": "Organization", "name": "Accenture"},
+            {"data": [{"entity": ACCENTURE}]},
+        ),
+        ("search_news", {"dql": 'type:Article text:"Deloitte"'}, {"data": [{"entity": a} for a in ARTICLES]}),
+    ]
+    for n, (tool, tool_input, answer) in enumerate(calls):
+        event = {**payload, "session_id": "demo-diffbot", "tool_use_id": f"toolu_d{n}",
+                 "tool_name": f"mcp__plugin_meta-knowledge-graph_mkg__{tool}", "tool_input": tool_input,
+                 "tool_response": [{"type": "text", "text": json.dumps(compact(answer))}]}  # fmt: skip
+        assert capture.hook("claude", "PostToolUse", event).returncode == 0
+    capture.drain()
+    rows = graph.read(
+        "MATCH (a:Account)<-[:MENTIONS]-(:NewsArticle) RETURN 'news' AS how, a.id AS account "
+        "UNION MATCH (a:Account)-[:HAS_ENRICHMENT]->(:DiffbotOrganization) "
+        "RETURN 'enriched' AS how, a.id AS account"
+    )
+    assert sorted((r["how"], r["account"]) for r in rows) == [
+        ("enriched", "accenture"), ("news", "accenture"), ("news", "deloitte"),
+    ]  # fmt: skip
 
 
 def test_a_reseed_brings_the_graph_back_to_the_dataset_and_keeps_human_decisions(
