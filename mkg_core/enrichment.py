@@ -224,6 +224,24 @@ def derive(session_id: str, events: list[Mapping[str, Any]], transcript: Transcr
             return by_turn_id.get(turn_id) or new_turn(turn_id, at)
         return turns[-1] if turns else new_turn(None, at)
 
+    def start(event: Mapping[str, Any], at: datetime | None, tool_input: Any) -> Call:
+        """The call an event begins: its PreToolUse, or a finish whose start never arrived."""
+        use_id = event.get("tool_use_id")
+        call = Call(
+            id=f"toolcall:{session_id}:{use_id or event.get('event_id')}",
+            session_id=session_id,
+            tool_name=str(event["tool_name"]),
+            tool_use_id=use_id,
+            input=tool_input,
+            started_at=at,
+            agent_id=event.get("agent_id"),
+            cwd=event.get("cwd"),
+        )
+        current(event.get("turn_id"), at).calls.append(call)
+        if use_id:
+            calls_by_use_id[use_id] = call
+        return call
+
     for event in events:
         name = event.get("event_name")
         at = _when(event.get("timestamp"))
@@ -238,42 +256,19 @@ def derive(session_id: str, events: list[Mapping[str, Any]], transcript: Transcr
             continue
         tool_input = _decode(event.get("tool_input"))
         use_id = event.get("tool_use_id")
+
         if name == "PreToolUse":
-            call = Call(
-                id=f"toolcall:{session_id}:{use_id or event.get('event_id')}",
-                session_id=session_id,
-                tool_name=str(event["tool_name"]),
-                tool_use_id=use_id,
-                input=tool_input,
-                started_at=at,
-                pre_event=event.get("event_id"),
-                agent_id=event.get("agent_id"),
-                cwd=event.get("cwd"),
-            )
-            current(turn_id, at).calls.append(call)
+            call = start(event, at, tool_input)
+            call.pre_event = event.get("event_id")
             pending.append(call)
-            if use_id:
-                calls_by_use_id[use_id] = call
             continue
         found = calls_by_use_id.get(use_id) if use_id else None
         if found is None or found.post_event is not None:
             found = next(
                 (c for c in pending if c.tool_name == event["tool_name"] and c.input == tool_input), None
             )
-        if found is None:  # a finish without a start: the call is known from its end
-            found = Call(
-                id=f"toolcall:{session_id}:{use_id or event.get('event_id')}",
-                session_id=session_id,
-                tool_name=str(event["tool_name"]),
-                tool_use_id=use_id,
-                input=tool_input,
-                started_at=at,
-                agent_id=event.get("agent_id"),
-                cwd=event.get("cwd"),
-            )
-            current(turn_id, at).calls.append(found)
-            if use_id:
-                calls_by_use_id[use_id] = found
+        if found is None:  # a finish whose start was lost
+            found = start(event, at, tool_input)
         if found in pending:
             pending.remove(found)
         found.ended_at = at
