@@ -6,6 +6,7 @@ are contributed the same way by the built-in plugin.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,15 @@ UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
     ("ToolRationale", "id"),
     ("Resource", "id"),
 )
+
+#: Memory text is English prose: stem it ("deployed" finds "deploys"), as the fulltext recall measured
+#: on LoCoMo wants (docs/benchmarks.md).
+ENGLISH = "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}"
+_ANALYZER_RE = re.compile(r"`fulltext\.analyzer`\s*:\s*'([^']+)'")
+SHOW_ANALYZER = """
+SHOW FULLTEXT INDEXES YIELD name, options WHERE name = $name
+RETURN options.indexConfig['fulltext.analyzer'] AS analyzer
+"""
 
 #: Vector indexes and the properties their SEARCH filters may use.
 VECTOR_FILTERS = ("project_id", "scope", "status", "user_id")
@@ -75,19 +85,19 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
         SchemaStatement(
             "project_learning_fulltext",
             "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS "
-            "FOR (n:Learning) ON EACH [n.text, n.summary, n.task_pattern]",
+            "FOR (n:Learning) ON EACH [n.text, n.summary, n.task_pattern] " + ENGLISH,
             kind="fulltext",
         ),
         SchemaStatement(
             "project_observation_fulltext",
             "CREATE FULLTEXT INDEX project_observation_fulltext IF NOT EXISTS "
-            "FOR (n:Observation) ON EACH [n.title, n.narrative]",
+            "FOR (n:Observation) ON EACH [n.title, n.narrative] " + ENGLISH,
             kind="fulltext",
         ),
         SchemaStatement(
             "tool_rationale_fulltext",
             "CREATE FULLTEXT INDEX tool_rationale_fulltext IF NOT EXISTS "
-            "FOR (n:ToolRationale) ON EACH [n.text]",
+            "FOR (n:ToolRationale) ON EACH [n.text] " + ENGLISH,
             kind="fulltext",
         ),
         SchemaStatement(
@@ -161,6 +171,10 @@ def apply_schema(
             progress(statement)
         try:
             graph.run_autocommit(statement.cypher)
+            if _analyzer_changed(graph, statement):
+                # IF NOT EXISTS kept an index built with another analyzer: rebuild it as declared.
+                graph.run_autocommit(f"DROP INDEX {statement.name} IF EXISTS")
+                graph.run_autocommit(statement.cypher)
         except ClientError as exc:
             raise SchemaError(f"schema statement {statement.name!r} failed: {exc.message}") from exc
         applied.append(statement.name)
@@ -170,6 +184,18 @@ def apply_schema(
     except ClientError:
         online = False
     return SchemaReport(applied=tuple(applied), online=online)
+
+
+def _analyzer_changed(graph: Graph, statement: SchemaStatement) -> bool:
+    """A fulltext index exists under this name with another analyzer than the statement declares."""
+    if statement.kind != "fulltext":
+        return False
+    declared = _ANALYZER_RE.search(statement.cypher)
+    rows = graph.read(SHOW_ANALYZER, {"name": statement.name})
+    if not rows:
+        return False
+    wanted = declared.group(1) if declared else "standard-no-stop-words"
+    return rows[0]["analyzer"] is not None and rows[0]["analyzer"] != wanted
 
 
 def vector_dimension_mismatches(graph: Graph, expected: int) -> list[str]:

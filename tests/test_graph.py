@@ -36,6 +36,28 @@ def test_schema_apply_creates_everything_online_and_is_idempotent(graph: Graph) 
     assert _index_states(graph) == states
 
 
+def test_a_fulltext_index_built_with_another_analyzer_is_rebuilt(graph: Graph) -> None:
+    graph.run_autocommit(  # as an earlier release created it: the default analyzer
+        "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS "
+        "FOR (n:Learning) ON EACH [n.text, n.summary, n.task_pattern]"
+    )
+    graph.write("CREATE (:Learning {id: 'l1', text: 'The team deployed the billing service on Friday'})")
+    apply_schema(graph, core_statements(DIMS))
+    analyzers = graph.read(
+        "SHOW FULLTEXT INDEXES YIELD name, options "
+        "RETURN name, options.indexConfig['fulltext.analyzer'] AS analyzer ORDER BY name"
+    )
+    assert {row["name"]: row["analyzer"] for row in analyzers}["project_learning_fulltext"] == "english"
+    hits = graph.read(  # stemmed: "deploys" finds "deployed"
+        "CALL db.index.fulltext.queryNodes('project_learning_fulltext', 'deploys') "
+        "YIELD node RETURN node.id AS id"
+    )
+    assert hits == [{"id": "l1"}]
+    before = _index_states(graph)
+    apply_schema(graph, core_statements(DIMS))  # now as declared: left alone
+    assert _index_states(graph) == before
+
+
 def test_unique_constraints_hold(graph: Graph) -> None:
     apply_schema(graph, core_statements(DIMS))
     graph.write("CREATE (:Project {id: 'p'})")
