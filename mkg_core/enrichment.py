@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .contrib import CaptureContext, Job
-from .events import response_text
+from .events import is_error_response, response_text, tool_key
 from .transcripts import Transcript, TranscriptCall, read_transcript
 
 if TYPE_CHECKING:
@@ -168,12 +168,13 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def tool_key(name: str) -> str:
-    return name.rsplit("__", 1)[-1] if name.lower().startswith("mcp__") else name
+def _key(name: str) -> str:
+    """The harness-independent tool key (see :func:`mkg_core.eventnames.tool_key`)."""
+    return tool_key(name) or name
 
 
 def tool_kind(name: str) -> str:
-    key = tool_key(name).lower()
+    key = _key(name).lower()
     if key in _SHELL_TOOLS:
         return "shell"
     if key in _WRITE_TOOLS:
@@ -276,7 +277,7 @@ def derive(session_id: str, events: list[Mapping[str, Any]], transcript: Transcr
         found.response = event.get("tool_response")
         found.error = event.get("error")
         found.failed = (
-            bool(event.get("tool_error")) or name == "PostToolUseFailure" or bool(_is_error(found.response))
+            bool(event.get("tool_error")) or name == "PostToolUseFailure" or is_error_response(found.response)
         )
 
     if transcript is not None:
@@ -337,13 +338,6 @@ def _turn_at(turns: list[Turn], at: datetime | None) -> Turn:
     return chosen
 
 
-def _is_error(response: Any) -> bool | None:
-    value = _decode(response)
-    if isinstance(value, dict) and isinstance(value.get("isError"), bool):
-        return bool(value["isError"])
-    return None
-
-
 # -- resources -------------------------------------------------------------------------------------
 
 
@@ -351,7 +345,7 @@ def resources(call: Call, query_languages: Mapping[str, str] | None = None) -> l
     """What a call touched, from its input: files, URLs, queries and the tables they name."""
     found: list[Resource] = []
     data = call.input if isinstance(call.input, dict) else {}
-    key = tool_key(call.tool_name)
+    key = _key(call.tool_name)
     kind = tool_kind(call.tool_name)
     role = "write" if kind == "filesystem_write" else "read"
     for name in _FILE_KEYS:
@@ -490,7 +484,7 @@ def _props(**values: Any) -> dict[str, Any]:
 
 
 def _call_row(turn: Turn, order: int, call: Call, languages: Mapping[str, str] | None) -> dict[str, Any]:
-    key = tool_key(call.tool_name)
+    key = _key(call.tool_name)
     suffix = call.id.removeprefix("toolcall:")
     finished = call.post_event is not None or call.response is not None
     answer = call.error or call.response
