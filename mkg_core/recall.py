@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .contrib import CaptureContext, ContextProvider
+from .contrib import CaptureContext, CaptureHandler, ContextProvider
 from .review import QUEUE_SIZE
 
 if TYPE_CHECKING:
@@ -222,12 +222,22 @@ UNWIND $ids AS id
 MATCH (l:Learning {id: id})
 MERGE (l)-[r:INJECTED_IN]->(s)
   ON CREATE SET r.first_injected_at = $now, r.hook_event = $hook_event
-SET r.last_injected_at = $now,
+SET r.last_injected_at = $now, r.last_event_id = $event_id,
     l.use_count = coalesce(l.use_count, 0) + 1,
     l.last_used_at = $now
 WITH l
 OPTIONAL MATCH (e:SessionEvent {event_id: $event_id})
-FOREACH (_ IN CASE WHEN e IS NULL THEN [] ELSE [1] END | MERGE (l)-[:INJECTED_AT {injected_at: $now}]->(e))
+FOREACH (_ IN CASE WHEN e IS NULL THEN [] ELSE [1] END |
+  MERGE (l)-[a:INJECTED_AT]->(e) ON CREATE SET a.injected_at = $now)
+"""
+
+# The answer may be computed before its event reaches the graph (the worker waits only briefly);
+# then the event's own storing links what was injected at it.
+LINK_LATE_INJECTIONS = """
+MATCH (e:SessionEvent {event_id: $event_id})
+MATCH (:Session {session_id: $session_id})<-[r:INJECTED_IN {last_event_id: $event_id}]-(l:Learning)
+MERGE (l)-[a:INJECTED_AT]->(e)
+  ON CREATE SET a.injected_at = r.last_injected_at
 """
 
 RECENT_OBSERVATIONS = """
@@ -511,6 +521,20 @@ class ProjectContextProvider(ContextProvider):
         search_learnings(graph, "warm up", project_id="", user_id=None, session_id="", limit=1, min_score=1.0)
         graph.read(RECENT_OBSERVATIONS, {"project_id": "", "limit": 1})
         graph.read(QUEUE_SIZE, {"project_id": "", "user_id": None})
+
+
+class InjectionEventLinks(CaptureHandler):
+    """Links learnings injected at a SessionStart or prompt to its event, when the answer was
+    written before the event reached the graph."""
+
+    name = "injection-event-links"
+    events = frozenset({"SessionStart", "UserPromptSubmit"})
+
+    def handle(self, event: HookEvent, context: CaptureContext) -> None:
+        if context.event_id:
+            context.graph.write(
+                LINK_LATE_INJECTIONS, {"event_id": context.event_id, "session_id": event.session_id}
+            )
 
 
 class SystemPromptProvider(ContextProvider):

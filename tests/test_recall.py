@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mkg_core.contrib import CaptureContext
 from mkg_core.embedding import LiteLLMEmbedder
+from mkg_core.events import HookEvent
 from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
 from mkg_core.recall import (
     BOOTSTRAP_PROMPT,
     FENCE_CLOSE,
     FENCE_OPEN,
+    InjectionEventLinks,
     estimate_tokens,
     keyword_query,
+    mark_injected,
     search_learnings,
     strip_recalled,
 )
@@ -116,6 +120,37 @@ def test_a_prompt_recalls_relevant_memory_once_per_session(capture: CaptureRig, 
     assert "helm chart" in _prompt(
         capture, "deploy the staging kubernetes cluster", session="other", client="codex"
     )
+
+
+def test_an_answer_written_before_its_event_is_linked_when_the_event_arrives(graph: Graph, settings) -> None:
+    apply_schema(graph, core_statements(64))
+    _learning(graph, "l-early", "Deploy staging with the helm chart")
+    recalled = search_learnings(
+        graph,
+        "deploy staging helm chart",
+        project_id=PROJECT,
+        user_id=USER,
+        session_id=None,
+        limit=3,
+        min_score=0.3,
+    )
+    assert [item.id for item in recalled] == ["l-early"]
+    # The worker answered before the prompt's event reached the graph: no event to link yet.
+    mark_injected(graph, recalled, session_id="early", event_id="ev-1", hook_event="UserPromptSubmit")
+    links = (
+        "MATCH (:Learning {id: 'l-early'})-[a:INJECTED_AT]->(e) RETURN e.event_id AS e, a.injected_at AS at"
+    )
+    assert graph.read(links) == []
+    graph.write(
+        "MATCH (s:Session {session_id: 'early'}) CREATE (s)-[:HAS_EVENT]->(:SessionEvent {event_id: 'ev-1'})"
+    )
+    prompt = HookEvent(harness="claude", event="UserPromptSubmit", session_id="early", source_event="x")
+    handler = InjectionEventLinks()
+    for _ in range(2):  # storing the event again (a replayed spool row) adds nothing
+        handler.handle(prompt, CaptureContext(graph, settings, event_id="ev-1"))
+    [link] = graph.read(links)
+    injected_at = graph.read("MATCH ()-[r:INJECTED_IN]->() RETURN r.last_injected_at AS at")[0]["at"]
+    assert link == {"e": "ev-1", "at": injected_at}
 
 
 def test_memory_first_produced_in_the_session_is_not_echoed(capture: CaptureRig, graph: Graph) -> None:

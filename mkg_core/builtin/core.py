@@ -14,7 +14,7 @@ from ..extraction import ExtractionJob
 from ..hookspecs import hookimpl
 from ..memory_tools import core_tool_groups
 from ..query_failures import QueryFailureCapture
-from ..recall import ProjectContextProvider, SystemPromptProvider
+from ..recall import InjectionEventLinks, ProjectContextProvider, SystemPromptProvider
 from ..schema import core_statements
 
 if TYPE_CHECKING:
@@ -44,8 +44,9 @@ def mkg_register_context_providers() -> Iterable[ContextProvider]:
 
 @hookimpl(tryfirst=True)
 def mkg_register_capture_handlers() -> Iterable[CaptureHandler]:
-    """Failed and suspicious results of query tools, for error-pattern consolidation."""
-    return [QueryFailureCapture()]
+    """Failed and suspicious results of query tools, for error-pattern consolidation; and the
+    links from recalled learnings to the event they were injected at."""
+    return [QueryFailureCapture(), InjectionEventLinks()]
 
 
 @hookimpl(trylast=True)
