@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ class Unit:
     id: str
     text: str
     dia_ids: tuple[str, ...]
-    created_at: str | None
+    created_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,15 @@ class Conversation:
     questions: list[Question]
 
 
+def session_time(text: object) -> datetime | None:
+    """LoCoMo's session time ("1:56 pm on 8 May, 2023") as a UTC datetime: units are stored with
+    ``created_at`` a DateTime, as MKG stores memory."""
+    try:
+        return datetime.strptime(str(text), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
 def load(path: Path) -> Conversation:
     data = json.loads(path.read_text())
     name = path.stem
@@ -107,7 +117,7 @@ def load(path: Path) -> Conversation:
     turns: list[Unit] = []
     for key in sorted(k for k in data if re.fullmatch(r"session_\d+", k)):
         number = key.split("_")[1]
-        when = data.get(f"{key}_date_time")
+        when = session_time(data.get(f"{key}_date_time"))
         for turn in data[key]:
             text = f"{turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):

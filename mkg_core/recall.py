@@ -9,8 +9,9 @@ Two context providers answer the hooks that wait (through the worker):
 - :class:`ProjectContextProvider` (SessionStart, UserPromptSubmit): the learnings most relevant to
   the prompt (project-scoped ones of this project and user-scoped ones of this user, approved or
   candidate, never one already injected into or first produced in this session), and at
-  SessionStart the latest observations of the project and the review-queue count. Ranked with the
-  fulltext index; within a token budget; nothing below the relevance floor.
+  SessionStart the latest observations of the project and the review-queue count. Ranked by
+  fulltext, vector similarity when there is an embedder, and the dates the prompt names; within a
+  token budget; nothing below the relevance floor.
 
 Everything injected is fenced as recalled memory so the extractor can strip it and never learn
 memory from itself.
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .contrib import CaptureContext, CaptureHandler, ContextProvider
 from .review import QUEUE_SIZE
+from .timeframes import Window, named_windows
 
 if TYPE_CHECKING:
     from .contrib import Embedder
@@ -176,7 +178,7 @@ WHERE node.status IN $statuses
   AND ($session_id IS NULL OR NOT EXISTS {
         MATCH (node)-[:INJECTED_IN|FROM_SESSION]->(:Session {session_id: $session_id}) })
 RETURN node.id AS id, node.text AS text, node.status AS status, node.scope AS scope,
-       coalesce(node.confidence, 0.0) AS confidence, score
+       coalesce(node.confidence, 0.0) AS confidence, node.created_at AS created_at, score
 ORDER BY score DESC
 LIMIT $candidates
 """
@@ -210,9 +212,25 @@ WITH node, score
     + _LIVE_AND_UNSEEN
 )
 
+#: Learnings made within the time windows the prompt names (see :mod:`mkg_core.timeframes`), most
+#: similar to the prompt first. Only live memory has an embedding.
+TEMPORAL_LEARNINGS = (
+    """
+UNWIND $windows AS window
+MATCH (node:Learning)
+WHERE window.start <= node.created_at < window.end AND node.embedding IS NOT NULL
+WITH DISTINCT node
+WITH node, vector.similarity.cosine(node.embedding, $vector) AS score
+"""
+    + _LIVE_AND_UNSEEN
+)
+
 #: Reciprocal rank fusion constant. The textbook 60 flattens the head of each ranking; a small
 #: constant keeps each branch's first hits on top (measured on LoCoMo, see docs/benchmarks.md).
 RRF_K = 3
+#: Branch weights in the fusion (1 when not listed). A date the prompt names is a strong hint: on
+#: LoCoMo's dated questions the memory of that day is usually what was asked about.
+RRF_WEIGHTS = {"time": 2.0}
 
 MARK_INJECTED = """
 MERGE (s:Session {session_id: $session_id})
@@ -276,8 +294,9 @@ class Recalled:
     scope: str
     confidence: float
     score: float
-    #: The retrieval branches that found it: ``fulltext``, ``vector`` or both.
+    #: The retrieval branches that found it: ``fulltext``, ``vector``, ``time``.
     sources: tuple[str, ...] = ("fulltext",)
+    created_at: Any = None
 
 
 def search_learnings(
@@ -298,9 +317,12 @@ def search_learnings(
     Fulltext always: only words of the text reach the index (see :func:`keyword_query`), and a hit
     scoring under ``min_score`` times the best one is dropped (BM25 scores do not compare across
     queries). With an ``embedder``, also the vector index, keeping hits whose cosine similarity is
-    at least ``min_similarity``; the two rankings are fused by reciprocal rank fusion. If the
-    vector search fails (no index, the embedder is down) fulltext alone answers.
-    ``use_fulltext=False`` leaves the fulltext branch out (vector-only ranking, for comparisons).
+    at least ``min_similarity``. When the text names dates (see :mod:`mkg_core.timeframes`), a
+    third ranking holds the learnings made in those windows: by similarity to the text, under the
+    same floor, or without a vector the fulltext hits made then. The rankings are fused by
+    weighted reciprocal rank fusion. If the vector search fails (no index, the embedder is down)
+    fulltext alone answers. ``use_fulltext=False`` leaves the fulltext branch out (vector-only
+    ranking, for comparisons).
     """
     candidates = max(limit * 3, 20)
     params: dict[str, Any] = {
@@ -317,23 +339,66 @@ def search_learnings(
         if rows:
             best = max(float(row["score"]) for row in rows)
             rankings["fulltext"] = [row for row in rows if float(row["score"]) >= min_score * best]
-    if embedder is not None and text.strip():
-        rows = _vector_hits(graph, embedder, text, params)
-        # The index scores (1 + cosine) / 2; the floor is given as a cosine.
-        floor = (1 + min_similarity) / 2
-        rankings["vector"] = [row for row in rows if float(row["score"]) >= floor]
-    return fuse(rankings, limit)
+    vector = _embed(embedder, text) if embedder is not None and text.strip() else None
+    # The index scores (1 + cosine) / 2, and so does vector.similarity.cosine; the floor is a cosine.
+    floor = (1 + min_similarity) / 2
+    if vector is not None:
+        rows = _read_or_nothing(graph, VECTOR_LEARNINGS, {**params, "vector": vector})
+        rankings["vector"] = sorted(
+            (row for row in rows if float(row["score"]) >= floor), key=lambda row: -float(row["score"])
+        )
+    windows = named_windows(text)
+    if windows:
+        rankings["time"] = _in_windows(graph, windows, vector, floor, params, rankings.get("fulltext", []))
+    return fuse({branch: rows for branch, rows in rankings.items() if rows}, limit)
 
 
-def _vector_hits(graph: Graph, embedder: Embedder, text: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+def _embed(embedder: Embedder, text: str) -> list[float] | None:
     try:
         (vector,) = embedder.embed([text[-8000:]])
-        rows = graph.read(VECTOR_LEARNINGS, {**params, "vector": vector})
     except Exception as exc:  # recall still answers from fulltext
         log.warning("vector recall failed, using fulltext only: %s", exc)
+        return None
+    return list(vector)
+
+
+def _read_or_nothing(graph: Graph, cypher: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        return graph.read(cypher, params)
+    except Exception as exc:  # no vector index yet, a dimension mismatch: fulltext still answers
+        log.warning("vector recall failed, using fulltext only: %s", exc)
         return []
-    rows.sort(key=lambda row: -float(row["score"]))
-    return rows
+
+
+def _in_windows(
+    graph: Graph,
+    windows: list[Window],
+    vector: list[float] | None,
+    floor: float,
+    params: dict[str, Any],
+    fulltext: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The learnings made within ``windows``: the fulltext hits made then fused with the ones most
+    similar to ``vector`` (when there is one) made then."""
+    rankings = {"fulltext": [row for row in fulltext if _made_within(row.get("created_at"), windows)]}
+    if vector is not None:
+        rows = _read_or_nothing(
+            graph,
+            TEMPORAL_LEARNINGS,
+            {**params, "vector": vector, "windows": [{"start": w.start, "end": w.end} for w in windows]},
+        )
+        rankings["vector"] = [row for row in rows if float(row["score"]) >= floor]
+    return sorted(rrf(rankings), key=lambda row: -row["score"])
+
+
+def _made_within(created_at: Any, windows: list[Window]) -> bool:
+    to_native = getattr(created_at, "to_native", None)
+    moment = to_native() if callable(to_native) else created_at
+    if not isinstance(moment, datetime):
+        return False
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return any(moment in window for window in windows)
 
 
 def rrf(rankings: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -343,7 +408,7 @@ def rrf(rankings: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     for branch, rows in rankings.items():
         for rank, row in enumerate(rows, start=1):
             entry = fused.setdefault(row["id"], {**row, "score": 0.0, "sources": []})
-            entry["score"] += 1.0 / (RRF_K + rank)
+            entry["score"] += RRF_WEIGHTS.get(branch, 1.0) / (RRF_K + rank)
             entry["sources"].append(branch)
     return list(fused.values())
 

@@ -79,6 +79,10 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
             "CREATE INDEX session_user_id IF NOT EXISTS FOR (n:Session) ON (n.user_id)",
         ),
         SchemaStatement(
+            "learning_created_at",
+            "CREATE INDEX learning_created_at IF NOT EXISTS FOR (n:Learning) ON (n.created_at)",
+        ),
+        SchemaStatement(
             "learning_project_status",
             "CREATE INDEX learning_project_status IF NOT EXISTS FOR (n:Learning) ON (n.project_id, n.status)",
         ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mkg_core.contrib import CaptureContext
@@ -323,3 +324,46 @@ def test_prompt_recall_uses_vectors_when_an_embedder_is_configured(
     assert "Deployments go through charts" in context
     (request,) = fake_llm.embeddings()
     assert request.body["input"] == ["deploying charted releases"]
+
+
+def test_a_date_in_the_prompt_favours_memory_made_then(
+    graph: Graph, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    apply_schema(graph, core_statements(64))
+    embedder = LiteLLMEmbedder(load_settings(environ=fake_llm.env(), project_root=tmp_path))
+    made = {
+        "l-sep": (
+            "The staging deploy checklist now has a rollback step",
+            datetime(2025, 9, 2, tzinfo=UTC),
+            {},
+        ),
+        "l-oct": (
+            "A smoke test step joined the deploy checklist",
+            datetime(2025, 10, 13, 18, tzinfo=UTC),
+            {},
+        ),
+        "l-pasta": ("Pasta water needs plenty of salt", datetime(2025, 10, 13, 9, tzinfo=UTC), {}),
+        "l-elsewhere": (
+            "A smoke test step joined the deploy checklist",
+            datetime(2025, 10, 13, tzinfo=UTC),
+            {"project": "other"},
+        ),
+    }
+    for lid, (text, at, fields) in made.items():
+        _embedded(graph, lid, text, **fields)
+        graph.write("MATCH (l:Learning {id: $id}) SET l.created_at = $at", {"id": lid, "at": at})
+    graph.run_autocommit("CALL db.awaitIndexes(60)")
+
+    def search(text: str, **options: object) -> list:
+        return search_learnings(
+            graph, text, project_id=PROJECT, user_id=USER, session_id=None, limit=5, min_score=0.3, **options
+        )  # type: ignore[arg-type]
+
+    undated = "what changed in the staging deploy checklist?"
+    dated = "what changed in the staging deploy checklist on 13 October 2025?"
+    for options in ({}, {"embedder": embedder, "min_similarity": 0.2}):
+        assert [r.id for r in search(undated, **options)] == ["l-sep", "l-oct"]  # more words in common
+        found = search(dated, **options)
+        # Made that day, so first; the pasta of that day and the other project's memory never come.
+        assert [r.id for r in found] == ["l-oct", "l-sep"]
+        assert "time" in found[0].sources and "time" not in found[1].sources
