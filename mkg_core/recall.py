@@ -318,9 +318,9 @@ def search_learnings(
     scoring under ``min_score`` times the best one is dropped (BM25 scores do not compare across
     queries). With an ``embedder``, also the vector index, keeping hits whose cosine similarity is
     at least ``min_similarity``. When the text names dates (see :mod:`mkg_core.timeframes`), a
-    third ranking holds the learnings made in those windows: by similarity to the text, under the
-    same floor, or without a vector the fulltext hits made then. The rankings are fused by
-    weighted reciprocal rank fusion. If the vector search fails (no index, the embedder is down)
+    third ranking holds the learnings made in those windows that pass the same floors: the
+    fulltext hits made then fused with the ones most similar to the text made then. The rankings
+    are fused by weighted reciprocal rank fusion. If the vector search fails (no index, the embedder is down)
     fulltext alone answers. ``use_fulltext=False`` leaves the fulltext branch out (vector-only
     ranking, for comparisons).
     """
@@ -584,6 +584,11 @@ class ProjectContextProvider(ContextProvider):
 
     def warm_up(self, graph: Graph) -> None:
         search_learnings(graph, "warm up", project_id="", user_id=None, session_id="", limit=1, min_score=1.0)
+        graph.read(
+            TEMPORAL_LEARNINGS,
+            {"windows": [], "vector": [], "candidates": 1, "statuses": [], "project_id": "", "user_id": None,
+             "session_id": None},
+        )  # fmt: skip
         graph.read(RECENT_OBSERVATIONS, {"project_id": "", "limit": 1})
         graph.read(QUEUE_SIZE, {"project_id": "", "user_id": None})
 
