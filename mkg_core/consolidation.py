@@ -38,6 +38,7 @@ from .contrib import CaptureContext, Job
 from .errors import MkgError
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .recall import BOOTSTRAP_PROMPT
+from .timeframes import aware
 
 if TYPE_CHECKING:
     import neo4j
@@ -213,9 +214,8 @@ def consolidate(
             "skipped", f"{len(pending)} approved user facts wait; more than {threshold} are needed"
         )
     current = graph.read(LOAD, {"name": PROMPT_NAME})[0]
-    last = current["last"]
-    if last is not None:
-        last_at = last.to_native() if hasattr(last, "to_native") else last
+    last_at = aware(current["last"])
+    if last_at is not None:
         wait = timedelta(hours=settings.prompt_consolidation_interval_hours)
         if now - last_at < wait:
             return Outcome("skipped", f"last consolidated at {last_at.isoformat()}; the interval is {wait}")

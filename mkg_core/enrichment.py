@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .contrib import CaptureContext, Job
 from .events import is_error_response, response_text, tool_key
+from .timeframes import aware
 from .transcripts import Transcript, TranscriptCall, read_transcript
 
 if TYPE_CHECKING:
@@ -144,16 +145,12 @@ def _digest(text: str) -> str:
 
 def _when(value: Any) -> datetime | None:
     """Event timestamps (Neo4j DateTime) and transcript ones (ISO text) as aware datetimes."""
-    if hasattr(value, "to_native"):
-        value = value.to_native()
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return None
+    return aware(value)
 
 
 _EARLIEST = datetime.min.replace(tzinfo=UTC)

@@ -35,6 +35,7 @@ from .learnings import collapse
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .query_failures import CONSOLIDATABLE, inspect
 from .recall import FENCE_CLOSE, FENCE_OPEN, keyword_query, rrf
+from .timeframes import aware
 
 if TYPE_CHECKING:
     from .contrib import Embedder
@@ -214,9 +215,8 @@ def consolidate_tool(
     threshold = settings.query_error_consolidation_threshold
     if pending <= threshold:
         return f"{tool_key}: {pending} failure(s) wait; more than {threshold} are needed"
-    last = waiting["last"]
-    if last is not None:
-        last_at = last.to_native() if hasattr(last, "to_native") else last
+    last_at = aware(waiting["last"])
+    if last_at is not None:
         interval = timedelta(hours=settings.query_error_consolidation_interval_hours)
         if now - last_at < interval:
             return f"{tool_key}: consolidated at {last_at.isoformat()}; the interval is {interval}"

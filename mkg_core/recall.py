@@ -27,8 +27,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .contrib import CaptureContext, CaptureHandler, ContextProvider
+from .embedding import embed_or_none
 from .review import QUEUE_SIZE
-from .timeframes import Window, named_windows
+from .timeframes import Window, aware, named_windows
 
 if TYPE_CHECKING:
     from .contrib import Embedder
@@ -339,7 +340,7 @@ def search_learnings(
         if rows:
             best = max(float(row["score"]) for row in rows)
             rankings["fulltext"] = [row for row in rows if float(row["score"]) >= min_score * best]
-    vector = _embed(embedder, text) if embedder is not None and text.strip() else None
+    (vector,) = embed_or_none(embedder, [text[-8000:]]) if text.strip() else [None]
     # The index scores (1 + cosine) / 2, and so does vector.similarity.cosine; the floor is a cosine.
     floor = (1 + min_similarity) / 2
     if vector is not None:
@@ -351,15 +352,6 @@ def search_learnings(
     if windows:
         rankings["time"] = _in_windows(graph, windows, vector, floor, params, rankings.get("fulltext", []))
     return fuse({branch: rows for branch, rows in rankings.items() if rows}, limit)
-
-
-def _embed(embedder: Embedder, text: str) -> list[float] | None:
-    try:
-        (vector,) = embedder.embed([text[-8000:]])
-    except Exception as exc:  # recall still answers from fulltext
-        log.warning("vector recall failed, using fulltext only: %s", exc)
-        return None
-    return list(vector)
 
 
 def _read_or_nothing(graph: Graph, cypher: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -392,13 +384,8 @@ def _in_windows(
 
 
 def _made_within(created_at: Any, windows: list[Window]) -> bool:
-    to_native = getattr(created_at, "to_native", None)
-    moment = to_native() if callable(to_native) else created_at
-    if not isinstance(moment, datetime):
-        return False
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return any(moment in window for window in windows)
+    moment = aware(created_at)
+    return moment is not None and any(moment in window for window in windows)
 
 
 def rrf(rankings: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -449,14 +436,10 @@ def _bullet(item: Recalled) -> str:
     return f"- [{item.status}, confidence {item.confidence:.2f}] {text}"
 
 
-def _age(at: Any, now: datetime) -> str:
-    if not isinstance(at, datetime):
-        to_native = getattr(at, "to_native", None)
-        at = to_native() if callable(to_native) else None
-    if not isinstance(at, datetime):
+def _age(value: Any, now: datetime) -> str:
+    at = aware(value)
+    if at is None:
         return ""
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
     seconds = max((now - at).total_seconds(), 0)
     if seconds < 3600:
         return f"{max(int(seconds // 60), 1)}m ago"

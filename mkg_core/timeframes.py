@@ -66,6 +66,17 @@ class Window:
         return self.start <= moment < self.end
 
 
+def aware(value: object) -> datetime | None:
+    """A moment read from the graph (a Neo4j DateTime, or a datetime) as an aware datetime; naive
+    ones are taken as UTC. Anything else is None."""
+    to_native = getattr(value, "to_native", None)
+    if callable(to_native):
+        value = to_native()
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 def _midnight(day: date) -> datetime:
     return datetime.combine(day, time.min, tzinfo=UTC)
 
