@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .embedding import embed_or_none
 from .learnings import CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TOMBSTONE
 from .llm import FENCE_RULE, LLM, LLMError, fence
-from .recall import keyword_query
+from .recall import keyword_query, scoped_query
 
 if TYPE_CHECKING:
     import neo4j
@@ -306,8 +306,9 @@ class Gate:
                 found.update((row["id"], row) for row in self.graph.read(VECTOR_NEIGHBOURS, params))
             except Exception as exc:  # no vector index (yet): fulltext still works
                 log.warning("vector neighbours failed, using fulltext: %s", exc)
-        query = keyword_query(text)
-        if query is not None:
+        words = keyword_query(text)
+        if words is not None:
+            query = scoped_query(words, project_id=self.project_id, user_id=None)
             for row in self.graph.read(FULLTEXT_NEIGHBOURS, {**params, "query": query}):
                 found.setdefault(row["id"], row)
         return list(found.values())[:k]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -159,6 +160,33 @@ def keyword_query(text: str, limit: int = 16) -> str | None:
         if len(words) >= limit:
             break
     return " ".join(words) or None
+
+
+#: The text fields of ``project_learning_fulltext``; its other fields only scope a search.
+TEXT_FIELDS = ("text", "summary", "task_pattern")
+
+
+def scoped_query(
+    words: str, *, project_id: str, user_id: str | None, statuses: Sequence[str] = STATUSES
+) -> str:
+    """A query of ``project_learning_fulltext`` for ``words`` (from :func:`keyword_query`) in the
+    text fields of the project's learnings and of the user's facts, with one of ``statuses``.
+
+    The scope is applied inside the index, so other projects' learnings never crowd this one's out
+    of the top hits. It has boost 0: scores are those of the words alone. The index tokenizes the
+    ids, so a scope clause can admit a near-miss id ("acme" admits "acme-web"); callers check
+    ownership exactly afterwards.
+    """
+    text = " ".join(f"{field}:({words})" for field in TEXT_FIELDS)
+    owners = [f"(+scope:project +project_id:{_phrase(project_id)})"]
+    if user_id:
+        owners.append(f"(+scope:user +user_id:{_phrase(user_id)})")
+    status = " ".join(f"status:{_phrase(s)}" for s in statuses)
+    return f"+({text}) +(+({' '.join(owners)}) +({status}))^0"
+
+
+def _phrase(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def estimate_tokens(text: str) -> int:
@@ -334,8 +362,9 @@ def search_learnings(
         "session_id": session_id,
     }
     rankings: dict[str, list[dict[str, Any]]] = {}
-    query = keyword_query(text) if use_fulltext else None
-    if query is not None:
+    words = keyword_query(text) if use_fulltext else None
+    if words is not None:
+        query = scoped_query(words, project_id=project_id, user_id=user_id)
         rows = graph.read(FULLTEXT_LEARNINGS, {**params, "query": query})
         if rows:
             best = max(float(row["score"]) for row in rows)

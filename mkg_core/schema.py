@@ -45,9 +45,10 @@ UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
 #: on LoCoMo wants (docs/benchmarks.md).
 ENGLISH = "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}"
 _ANALYZER_RE = re.compile(r"`fulltext\.analyzer`\s*:\s*'([^']+)'")
-SHOW_ANALYZER = """
-SHOW FULLTEXT INDEXES YIELD name, options WHERE name = $name
-RETURN options.indexConfig['fulltext.analyzer'] AS analyzer
+_PROPERTIES_RE = re.compile(r"ON EACH \[([^\]]*)\]")
+SHOW_FULLTEXT = """
+SHOW FULLTEXT INDEXES YIELD name, properties, options WHERE name = $name
+RETURN properties, options.indexConfig['fulltext.analyzer'] AS analyzer
 """
 
 #: Vector indexes and the properties their SEARCH filters may use.
@@ -89,7 +90,8 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
         SchemaStatement(
             "project_learning_fulltext",
             "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS "
-            "FOR (n:Learning) ON EACH [n.text, n.summary, n.task_pattern] " + ENGLISH,
+            "FOR (n:Learning) ON EACH [n.text, n.summary, n.task_pattern, "
+            "n.scope, n.project_id, n.user_id, n.status] " + ENGLISH,
             kind="fulltext",
         ),
         SchemaStatement(
@@ -175,8 +177,9 @@ def apply_schema(
             progress(statement)
         try:
             graph.run_autocommit(statement.cypher)
-            if _analyzer_changed(graph, statement):
-                # IF NOT EXISTS kept an index built with another analyzer: rebuild it as declared.
+            if _fulltext_changed(graph, statement):
+                # IF NOT EXISTS kept an index built with other properties or another analyzer (an
+                # earlier release's): rebuild it as declared.
                 graph.run_autocommit(f"DROP INDEX {statement.name} IF EXISTS")
                 graph.run_autocommit(statement.cypher)
         except ClientError as exc:
@@ -190,16 +193,23 @@ def apply_schema(
     return SchemaReport(applied=tuple(applied), online=online)
 
 
-def _analyzer_changed(graph: Graph, statement: SchemaStatement) -> bool:
-    """A fulltext index exists under this name with another analyzer than the statement declares."""
+def _fulltext_changed(graph: Graph, statement: SchemaStatement) -> bool:
+    """A fulltext index exists under this name on other properties or with another analyzer than
+    the statement declares."""
     if statement.kind != "fulltext":
         return False
-    declared = _ANALYZER_RE.search(statement.cypher)
-    rows = graph.read(SHOW_ANALYZER, {"name": statement.name})
+    rows = graph.read(SHOW_FULLTEXT, {"name": statement.name})
     if not rows:
         return False
+    declared = _ANALYZER_RE.search(statement.cypher)
     wanted = declared.group(1) if declared else "standard-no-stop-words"
-    return rows[0]["analyzer"] is not None and rows[0]["analyzer"] != wanted
+    if rows[0]["analyzer"] is not None and rows[0]["analyzer"] != wanted:
+        return True
+    on_each = _PROPERTIES_RE.search(statement.cypher)
+    if on_each is None:
+        return False
+    properties = [part.strip().split(".", 1)[-1] for part in on_each.group(1).split(",")]
+    return list(rows[0]["properties"] or []) != properties
 
 
 def vector_dimension_mismatches(graph: Graph, expected: int) -> list[str]:

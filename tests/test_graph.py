@@ -58,6 +58,27 @@ def test_a_fulltext_index_built_with_another_analyzer_is_rebuilt(graph: Graph) -
     assert _index_states(graph) == before
 
 
+def test_a_fulltext_index_on_other_properties_is_rebuilt(graph: Graph) -> None:
+    graph.run_autocommit(  # as an earlier release created it: the text fields only
+        "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS "
+        "FOR (n:Learning) ON EACH [n.text, n.summary, n.task_pattern] "
+        "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}"
+    )
+    graph.write("CREATE (:Learning {id: 'l1', text: 'Deploy with the blue pipeline', project_id: 'acme'})")
+    apply_schema(graph, core_statements(DIMS))
+    (row,) = graph.read(
+        "SHOW FULLTEXT INDEXES YIELD name, properties WHERE name = 'project_learning_fulltext' "
+        "RETURN properties"
+    )
+    texts, owners = ["text", "summary", "task_pattern"], ["scope", "project_id", "user_id", "status"]
+    assert row["properties"] == texts + owners
+    hits = graph.read(
+        "CALL db.index.fulltext.queryNodes('project_learning_fulltext', 'text:deploy AND project_id:acme') "
+        "YIELD node RETURN node.id AS id"
+    )
+    assert hits == [{"id": "l1"}]
+
+
 def test_unique_constraints_hold(graph: Graph) -> None:
     apply_schema(graph, core_statements(DIMS))
     graph.write("CREATE (:Project {id: 'p'})")

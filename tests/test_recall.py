@@ -123,6 +123,25 @@ def test_a_prompt_recalls_relevant_memory_once_per_session(capture: CaptureRig, 
     )
 
 
+def test_other_projects_never_crowd_a_projects_memory_out_of_the_fulltext_search(graph: Graph) -> None:
+    apply_schema(graph, core_statements(64))
+    graph.write(  # many close matches elsewhere, and an id that only looks like this project's
+        "UNWIND range(1, 300) AS i CREATE (:Learning {id: 'elsewhere-' + i, scope: 'project', "
+        "status: 'approved', project_id: CASE WHEN i = 1 THEN $project + '-web' ELSE 'p' + i END, "
+        "user_id: 'u' + i, text: 'Rotate the billing api keys every quarter with the vault cli'})",
+        {"project": PROJECT},
+    )
+    _learning(graph, "l-mine", "Billing keys live in the vault")
+    _learning(graph, "l-quoted", 'The "billing" api keys rotate monthly', scope="user", user='ana "q" \\ b')
+    asked = "How do we rotate the billing api keys with the vault cli?"
+    for user in (USER, 'ana "q" \\ b'):
+        found = search_learnings(
+            graph, asked, project_id=PROJECT, user_id=user, session_id=None, limit=5, min_score=0.0
+        )
+        expected = {"l-mine"} if user == USER else {"l-mine", "l-quoted"}
+        assert {item.id for item in found} == expected
+
+
 def test_an_answer_written_before_its_event_is_linked_when_the_event_arrives(graph: Graph, settings) -> None:
     apply_schema(graph, core_statements(64))
     _learning(graph, "l-early", "Deploy staging with the helm chart")
