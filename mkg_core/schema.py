@@ -7,6 +7,7 @@ are contributed the same way by the built-in plugin.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -156,7 +157,7 @@ class SchemaReport:
     online: bool
 
 
-AWAIT_INDEXES = "CALL db.awaitIndexes($seconds)"
+PENDING_INDEXES = "SHOW INDEXES YIELD name, state WHERE state <> 'ONLINE' RETURN name, state"
 SHOW_VECTOR_DIMENSIONS = (
     "SHOW VECTOR INDEXES YIELD name, options "
     "RETURN name, options.indexConfig['vector.dimensions'] AS dimensions"
@@ -185,12 +186,23 @@ def apply_schema(
         except ClientError as exc:
             raise SchemaError(f"schema statement {statement.name!r} failed: {exc.message}") from exc
         applied.append(statement.name)
-    online = True
-    try:
-        graph.run_autocommit(AWAIT_INDEXES, {"seconds": wait_seconds})
-    except ClientError:
-        online = False
-    return SchemaReport(applied=tuple(applied), online=online)
+    return SchemaReport(applied=tuple(applied), online=wait_online(graph, wait_seconds))
+
+
+def wait_online(graph: Graph, seconds: float) -> bool:
+    """Wait up to ``seconds`` for every index to be online; False when one failed or time ran out.
+
+    It polls instead of calling ``db.awaitIndexes``, so a server's transaction timeout never cuts
+    a long build short (a million learnings take minutes).
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        pending = graph.run_autocommit(PENDING_INDEXES)
+        if not pending:
+            return True
+        if any(row["state"] == "FAILED" for row in pending) or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
 
 
 def _fulltext_changed(graph: Graph, statement: SchemaStatement) -> bool:
