@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .embedding import embed_or_none
 from .learnings import CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TOMBSTONE
 from .llm import FENCE_RULE, LLM, LLMError, fence
-from .recall import keyword_query, scoped_query
+from .recall import VECTOR_SEARCH_FACTOR, keyword_query, scoped_query
 
 if TYPE_CHECKING:
     import neo4j
@@ -115,7 +115,7 @@ MATCH (self:Learning {id: $id})
 MATCH (node:Learning)
   SEARCH node IN (VECTOR INDEX project_learning_vector FOR self.embedding
     WHERE node.scope = 'project' AND node.project_id = $project_id
-    LIMIT $candidates) SCORE AS score
+    LIMIT $search_limit) SCORE AS score
 """
     + _NEIGHBOUR_FILTER
 )
@@ -299,7 +299,14 @@ class Gate:
         """The closest live learnings: by vector first when there is one, then by words (which also
         finds learnings that have no embedding yet), at most ``MKG_CONSISTENCY_TOPK``."""
         k = self.settings.consistency_topk
-        params: dict[str, Any] = {"id": lid, "project_id": self.project_id, "k": k, "candidates": k * 4 + 1}
+        candidates = k * 4 + 1
+        params: dict[str, Any] = {
+            "id": lid,
+            "project_id": self.project_id,
+            "k": k,
+            "candidates": candidates,
+            "search_limit": candidates * VECTOR_SEARCH_FACTOR,
+        }
         found: dict[str, dict[str, Any]] = {}
         if embedded:
             try:

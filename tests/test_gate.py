@@ -213,6 +213,10 @@ def test_without_an_embedder_neighbours_come_from_fulltext(
     graph: Graph, gate_settings: Settings, fake_llm: FakeLLM
 ) -> None:
     graph.write("MATCH (l:Learning) SET l.embedding = null")
+    graph.write(  # other projects' close matches never crowd this project's out
+        "UNWIND range(1, 100) AS i CREATE (:Learning {id: 'other-' + i, scope: 'project', "
+        "status: 'approved', project_id: 'p' + i, text: 'The cache backend is Redis, not Memcached.'})"
+    )
     _learning(graph, "old", "The cache backend is Redis.", "p")
     _learning(graph, "cand", "The cache backend is Memcached.", "p", status="candidate")
     graph.write("MATCH (l:Learning) REMOVE l.embedding")
@@ -220,6 +224,7 @@ def test_without_an_embedder_neighbours_come_from_fulltext(
     report = Gate(graph, gate_settings, "p", embedder=None).run(["cand"])
     assert report.decided == {"cand": "ambiguous"}
     assert "The cache backend is Redis." in fake_llm.chats()[0].text
+    assert "not Memcached" not in fake_llm.chats()[0].text
 
 
 # -- the review CLI and the backfill --------------------------------------------------------------
