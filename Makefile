@@ -13,13 +13,14 @@ TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex 
 	import/sales_agent/mkg_sales_agent docs/examples/mkg-glossary/mkg_glossary
 DEMO_PORT ?= 7687
 
-.PHONY: help venv neo4j lint type test bench bench-locomo demo neo4j-start neo4j-stop clean
+.PHONY: help venv neo4j lint type test bench bench-locomo bench-scale demo neo4j-start neo4j-stop clean
 
 help:
 	@echo "make demo    the RoadFlex demo loop: dev Neo4j (unless NEO4J_URI is set), schema, seed, two sessions"
 	@echo "make test    lint, type-check and run every test against a real Neo4j"
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
 	@echo "make bench-locomo   recall quality on LoCoMo (own environment .venv-bench with a local embedding model)"
+	@echo "make bench-scale    recall latency and index build time from 1k to 100k learnings (SCALE_SIZES=...)"
 	@echo "make lint | type | neo4j-start | neo4j-stop | clean"
 
 venv: $(VENV)/.installed
@@ -53,6 +54,10 @@ bench-locomo: neo4j
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -e .[test] -r benchmarks/requirements-locomo.txt
 	$(BENCH_VENV)/bin/python benchmarks/recall_locomo.py --data $(LOCOMO_DATA) --json benchmarks/results/recall_locomo.json
+
+SCALE_SIZES ?= 1000,10000,100000
+bench-scale: venv neo4j
+	$(BIN)/python benchmarks/scale.py --sizes $(SCALE_SIZES) --json benchmarks/results/scale.json
 
 neo4j-start: neo4j
 	NEO4J_DEV_PORT=$(DEMO_PORT) devtools/neo4j/neo4j-dev start

@@ -218,6 +218,11 @@ async def mcp_call(client: Any, name: str, **arguments: Any) -> tuple[bool, Any]
 def reset_database(graph: Graph) -> None:
     """Delete every node, constraint and (non-lookup) index."""
     graph.run_autocommit("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")
+    drop_schema(graph)
+
+
+def drop_schema(graph: Graph) -> None:
+    """Drop every constraint and (non-lookup) index, keeping the data."""
     for row in graph.run_autocommit("SHOW CONSTRAINTS YIELD name RETURN name"):
         graph.run_autocommit(f"DROP CONSTRAINT {quote_name(row['name'])} IF EXISTS")
     for row in graph.run_autocommit("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name"):
