@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .contrib import CaptureContext, CaptureHandler, ContextProvider
 from .embedding import embed_or_none
 from .review import QUEUE_SIZE
+from .schema import LEARNING_TEXT_FIELDS
 from .timeframes import Window, aware, named_windows
 
 if TYPE_CHECKING:
@@ -162,10 +163,6 @@ def keyword_query(text: str, limit: int = 16) -> str | None:
     return " ".join(words) or None
 
 
-#: The text fields of ``project_learning_fulltext``; its other fields only scope a search.
-TEXT_FIELDS = ("text", "summary", "task_pattern")
-
-
 def scoped_query(
     words: str, *, project_id: str, user_id: str | None, statuses: Sequence[str] = STATUSES
 ) -> str:
@@ -177,7 +174,7 @@ def scoped_query(
     ids, so a scope clause can admit a near-miss id ("acme" admits "acme-web"); callers check
     ownership exactly afterwards.
     """
-    text = " ".join(f"{field}:({words})" for field in TEXT_FIELDS)
+    text = " ".join(f"{field}:({words})" for field in LEARNING_TEXT_FIELDS)
     owners = [f"(+scope:project +project_id:{_phrase(project_id)})"]
     if user_id:
         owners.append(f"(+scope:user +user_id:{_phrase(user_id)})")

@@ -52,6 +52,11 @@ SHOW FULLTEXT INDEXES YIELD name, properties, options WHERE name = $name
 RETURN properties, options.indexConfig['fulltext.analyzer'] AS analyzer
 """
 
+#: The learning fields recall searches for words, and the ones ``project_learning_fulltext`` also
+#: holds so that a search can keep to one project's and one user's live learnings inside the index.
+LEARNING_TEXT_FIELDS = ("text", "summary", "task_pattern")
+LEARNING_SCOPE_FIELDS = ("scope", "project_id", "user_id", "status")
+
 #: Vector indexes and the properties their SEARCH filters may use.
 VECTOR_FILTERS = ("project_id", "scope", "status", "user_id")
 
@@ -90,9 +95,9 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
         ),
         SchemaStatement(
             "project_learning_fulltext",
-            "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS "
-            "FOR (n:Learning) ON EACH [n.text, n.summary, n.task_pattern, "
-            "n.scope, n.project_id, n.user_id, n.status] " + ENGLISH,
+            "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS FOR (n:Learning) ON EACH "
+            f"[{', '.join(f'n.{field}' for field in LEARNING_TEXT_FIELDS + LEARNING_SCOPE_FIELDS)}] "
+            + ENGLISH,
             kind="fulltext",
         ),
         SchemaStatement(
