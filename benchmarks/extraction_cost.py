@@ -26,15 +26,15 @@ import argparse
 import json
 import logging
 import os
-import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from report import machine, save  # noqa: E402
 
 from mkg_core import runtime  # noqa: E402
 from mkg_core.fakellm import FakeLLM  # noqa: E402
@@ -142,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("neo4j").setLevel(logging.ERROR)
     budget = load_settings(environ={}, project_root=tempfile.gettempdir()).extraction_corpus_tokens
     print(
-        f"{platform.node()} ({os.cpu_count()} cpus, Python {platform.python_version()}), "
-        f"{time.strftime('%Y-%m-%d')}, corpus budget {budget} tokens",
+        f"{machine()}, corpus budget {budget} tokens",
         file=sys.stderr,
     )
     results: dict[str, Any] = {"corpus_budget_tokens": budget, "sessions": {}}
@@ -189,9 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
             finally:
                 rig.close()
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.out, results)
     return 0
 
 

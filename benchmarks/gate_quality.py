@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from gate_cases import CASES  # noqa: E402
+from report import save  # noqa: E402
 
 from mkg_core.embedding import LiteLLMEmbedder, choose_embedder, embed_or_none  # noqa: E402
 from mkg_core.fakellm import FakeLLM  # noqa: E402
@@ -85,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     misses = [c["name"] for c in results["cases"] if c["expected"] != c["predicted"]]
     results["misses"] = misses
     print(json.dumps({k: v for k, v in results.items() if k != "cases"}, indent=2))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.out, results)
     return 0
 
 

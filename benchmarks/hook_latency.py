@@ -27,6 +27,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from report import save  # noqa: E402
+
 from mkg_core import hook, runtime  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
@@ -210,9 +212,7 @@ def main() -> None:
         "learnings": args.learnings,
     }
     print(render(results))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.out, results)
 
 
 def render(results: dict[str, Any]) -> str:

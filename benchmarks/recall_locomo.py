@@ -30,7 +30,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import re
 import statistics
 import sys
@@ -46,10 +45,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from report import machine, save  # noqa: E402
+
 from mkg_core.contrib import Embedder  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
 from mkg_core.recall import estimate_tokens, search_learnings  # noqa: E402
-from mkg_core.schema import apply_schema, core_statements  # noqa: E402
+from mkg_core.schema import apply_schema, core_statements, wait_online  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
 from mkg_core.testing import reset_database, scratch_neo4j  # noqa: E402
 
@@ -265,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     # The shape other tools read: {"<units>": {"<mode>": {...}}, "default_mode": "<mode>"}.
     results: dict[str, Any] = {"default_mode": "hybrid" if embedder else "fulltext"}
     print(
-        f"{platform.node()} ({os.cpu_count()} cpus, Python {platform.python_version()}), "
-        f"{time.strftime('%Y-%m-%d')}, {len(conversations)} conversations, "
+        f"{machine()}, "
+        f"{len(conversations)} conversations, "
         f"embedder: {'all-MiniLM-L6-v2 (384)' if embedder else 'none'}",
         file=sys.stderr,
     )
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             for conversation in conversations:
                 store(graph, conversation, unit, embedder)
-            graph.run_autocommit("CALL db.awaitIndexes(300)")
+            wait_online(graph, 300)
             load_seconds = round(time.perf_counter() - started, 1)
             count = sum(len(getattr(c, unit)) for c in conversations)
             print(f"{unit}: {count} units loaded in {load_seconds} s", file=sys.stderr)
@@ -294,9 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"p50 {row['p50_ms']:6.1f} ms  p95 {row['p95_ms']:6.1f} ms"
                 )
             results[unit] = table
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.out, results)
     return 0
 
 

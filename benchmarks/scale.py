@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import logging
 import os
-import platform
 import random
 import statistics
 import sys
@@ -46,6 +44,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from report import machine, save  # noqa: E402
 
 from mkg_core.contrib import Embedder  # noqa: E402
 from mkg_core.fakellm import hashed_vector  # noqa: E402
@@ -243,8 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     print(
-        f"{platform.node()} ({os.cpu_count()} cpus, Python {platform.python_version()}), "
-        f"{time.strftime('%Y-%m-%d')}, {args.projects} projects, {args.dims}-dim hashed embeddings",
+        f"{machine()}, {args.projects} projects, {args.dims}-dim hashed embeddings",
         file=sys.stderr,
     )
     results: dict[str, Any] = {
@@ -291,9 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         row["growth"] = {
             f"{mode}_p50": round(row[mode]["p50_ms"] / max(first[mode]["p50_ms"], 0.1), 2) for mode in modes
         }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.out, results)
     return 0
 
 
