@@ -13,11 +13,12 @@ TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex 
 	import/sales_agent/mkg_sales_agent docs/examples/mkg-glossary/mkg_glossary
 DEMO_PORT ?= 7687
 
-.PHONY: help venv neo4j lint type test bench bench-locomo bench-scale demo neo4j-start neo4j-stop clean
+.PHONY: help venv neo4j lint type test test-under-load bench bench-locomo bench-scale demo neo4j-start neo4j-stop clean
 
 help:
 	@echo "make demo    the RoadFlex demo loop: dev Neo4j (unless NEO4J_URI is set), schema, seed, two sessions"
 	@echo "make test    lint, type-check and run every test against a real Neo4j"
+	@echo "make test-under-load   the same tests while CPU burners keep every core busy (LOAD_RUNS=3 repeats)"
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
 	@echo "make bench-locomo   recall quality on LoCoMo (own environment .venv-bench with a local embedding model)"
 	@echo "make bench-scale    recall latency and index build time from 1k to 100k learnings (SCALE_SIZES=...)"
@@ -42,6 +43,10 @@ type: venv
 
 test: venv neo4j lint type
 	$(BIN)/pytest
+
+LOAD_RUNS ?= 1
+test-under-load: venv neo4j lint type
+	devtools/under-load --repeat $(LOAD_RUNS) -- $(BIN)/pytest
 
 BENCH_N ?= 200
 bench: venv neo4j

@@ -32,6 +32,14 @@ DESCRIPTION = "Graph memory for coding agents: captures every session, recalls w
 #: environment of its own (Codex passes almost nothing), so values set when installing are written
 #: into the plugin; unset ones keep their defaults (which follow the user's home folder).
 PINNED = ("MKG_CONFIG_DIR", "MKG_STATE_DIR", "MKG_ENV_FILE", "MKG_DATA_DIR")
+#: The hooks' own deadlines, pinned into the hook commands the same way (a slow machine may want
+#: longer ones; see `mkg-hook --help`).
+HOOK_PINNED = (
+    "MKG_HOOK_DEADLINE_SESSION_START",
+    "MKG_HOOK_DEADLINE_PROMPT",
+    "MKG_HOOK_DEADLINE_TOOL",
+    "MKG_HOOK_DEADLINE_CAPTURE",
+)
 #: Seconds a harness lets one hook run. The hook itself answers within its own, shorter deadlines
 #: (MKG_HOOK_DEADLINE_*), so this is only a backstop.
 HOOK_TIMEOUT = 10
@@ -61,10 +69,22 @@ def executable(name: str) -> str:
     raise InstallError(f"the {name} command is not installed (pip install mkg-core)")
 
 
-def pinned_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The :data:`PINNED` variables set in ``environ`` (default: this process's)."""
+def pinned_env(environ: Mapping[str, str] | None = None, names: Iterable[str] = PINNED) -> dict[str, str]:
+    """The :data:`PINNED` variables (or ``names``) set in ``environ`` (default: this process's)."""
     env = os.environ if environ is None else environ
-    return {key: env[key] for key in PINNED if env.get(key)}
+    return {key: env[key] for key in names if env.get(key)}
+
+
+def hook_timeout(pinned: Mapping[str, str]) -> int:
+    """Seconds the harness lets a hook run: :data:`HOOK_TIMEOUT`, or more when a pinned deadline
+    is longer (the hook keeps its own deadline; this is only the backstop)."""
+    longest = 0.0
+    for key in HOOK_PINNED:
+        try:
+            longest = max(longest, float(pinned.get(key) or 0))
+        except ValueError:
+            continue
+    return max(HOOK_TIMEOUT, int(longest) + 2)
 
 
 def hooks_config(
@@ -86,7 +106,7 @@ def hooks_config(
                 {
                     "type": "command",
                     "command": f"{prefix}{shlex.quote(hook)} --client {client} {event}",
-                    "timeout": HOOK_TIMEOUT,
+                    "timeout": hook_timeout(pinned or {}),
                 }
             ]
         }
@@ -195,7 +215,8 @@ def plugin_payload(
     payload.add_json(base + ".claude-plugin/plugin.json", plugin_manifest())
     pinned = pinned_env()
     hook = hook or executable("mkg-hook")
-    payload.add_json(base + "hooks/hooks.json", hooks_config(hook, client, events, matchers, pinned))
+    hook_env = {**pinned, **pinned_env(names=HOOK_PINNED)}
+    payload.add_json(base + "hooks/hooks.json", hooks_config(hook, client, events, matchers, hook_env))
     payload.add_json(
         base + ".mcp.json",
         mcp_config(server or executable("meta-knowledge-graph"), client, pinned, mcp_extra),

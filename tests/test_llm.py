@@ -154,7 +154,9 @@ def test_explicit_anthropic_settings_win_over_the_subscription(tmp_path: Path) -
     [
         ("sk-ant-oat01-abc", True),
         ("Bearer sk-ant-oat01-abc", True),
-        (_jwt(time.time() + 600), True),
+        # Made when the tests are collected: a token valid for a day stays valid however slowly the
+        # suite runs (a 10-minute one once expired before its test ran on a busy machine).
+        (_jwt(time.time() + 86400), True),
         (_jwt(time.time() - 600), False),
         ("sk-ant-api03-not-a-subscription-token", False),
         ("{not json", False),
