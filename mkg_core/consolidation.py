@@ -36,8 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .contrib import CaptureContext, Job
 from .errors import MkgError
+from .injection import INSTRUCTION_PATTERNS
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .recall import BOOTSTRAP_PROMPT
+from .redaction import scrub
 from .timeframes import aware
 
 if TYPE_CHECKING:
@@ -51,24 +53,15 @@ PROMPT_NAME = "default"
 MAX_PROMPT_CHARS = 12_000
 MAX_FACTS = 40
 
-#: Text that reads as an instruction to the model rather than a fact about a person. A fact matching
-#: one is never sent; a new prompt gaining one (that the old prompt did not have) is refused.
-INJECTION_PATTERNS = tuple(
+#: Text that reads as an instruction to the model rather than a fact about a person: the screen
+#: every memory write uses (:func:`mkg_core.injection.instruction_like`), and, because the system
+#: prompt is the one place memory becomes instructions, a few stricter patterns of its own. A fact
+#: matching one is never sent; a new prompt gaining one (that the old prompt did not have) is refused.
+INJECTION_PATTERNS = INSTRUCTION_PATTERNS + tuple(
     re.compile(pattern, re.IGNORECASE)
     for pattern in (
-        r"\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|system|other)\b"
-        r".{0,20}\b(instructions?|prompts?|rules?|guidelines?|directions?)",
-        r"\byou are now\b",
-        r"\b(new|updated|real) (system )?instructions?\s*:",
-        r"\bsystem prompt\b",
-        r"\b(developer|god|jailbreak|dan) mode\b",
-        r"\bdo anything now\b",
-        r"\b(reveal|print|show|leak|exfiltrate|send)\b.{0,40}\b(secrets?|keys?|tokens?|passwords?|credentials?|"
-        r"env(ironment)? variables?)\b",
         r"\bcurl\s+\S+|\bwget\s+\S+|\brm\s+-rf\b",
-        r"<\s*/?\s*(untrusted-data|system|instructions?)\b",
         r"\b(always|must) (run|execute|call|obey)\b",
-        r"\bdo not (tell|inform|let) the user\b",
     )
 )
 
@@ -305,6 +298,8 @@ def write_version(
     summary: str,
     now: datetime,
 ) -> int:
+    content = scrub(content)  # the one writer of prompt versions: no secret reaches the persona
+
     def work(tx: neo4j.ManagedTransaction) -> int:
         record = tx.run(
             WRITE_VERSION,

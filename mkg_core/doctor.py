@@ -239,8 +239,27 @@ def check_capture() -> list[Check]:
             Check(
                 "capture",
                 "warn",
-                f"{spool['failed']} event(s) could not be stored; last: {spool.get('last_failure')}",
+                f"{spool['failed']} event(s) could not be stored (quarantined); "
+                f"last: {spool.get('last_failure')}",
                 "`mkg worker retry` after fixing the cause",
+            )
+        )
+    if spool.get("overflow"):
+        checks.append(
+            Check(
+                "capture",
+                "warn",
+                f"{spool['overflow']} event(s) wait in the overflow journal (the spool was busy)",
+                "the worker imports them; `mkg worker start` if it is not running",
+            )
+        )
+    for aside in spool.get("quarantined_files") or []:
+        checks.append(
+            Check(
+                "capture",
+                "warn",
+                f"a corrupt spool was moved aside to {aside} (capture went on with a new one)",
+                f"keep it to investigate, or delete it: rm {aside}*",
             )
         )
     return checks

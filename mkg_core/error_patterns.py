@@ -31,10 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .contrib import CaptureContext, ContextProvider, Job, QueryTool
 from .embedding import embed_or_none
+from .injection import FENCE_CLOSE, FENCE_OPEN, neutralise
 from .learnings import collapse
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .query_failures import CONSOLIDATABLE, inspect
-from .recall import FENCE_CLOSE, FENCE_OPEN, keyword_query, rrf
+from .recall import keyword_query, rrf
+from .redaction import scrub
 from .timeframes import aware
 
 if TYPE_CHECKING:
@@ -177,9 +179,9 @@ def _rows_for(
 ) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for item in answer.patterns:
-        title = collapse(item.title, 200)
-        signature = collapse(item.error_signature, 500)
-        resolution = collapse(item.resolution, 1500)
+        title = collapse(scrub(item.title), 200)
+        signature = collapse(scrub(item.error_signature), 500)
+        resolution = collapse(scrub(item.resolution), 1500)
         sources = [i for i in dict.fromkeys(item.source_execution_ids) if i in batch]
         if not (title and signature and resolution and sources):
             continue  # a pattern needs a name, a signature, a fix and at least one failure behind it
@@ -188,10 +190,10 @@ def _rows_for(
         row.update(
             title=title,
             error_signature=signature,
-            root_cause=collapse(item.root_cause, 1000) or "",
+            root_cause=collapse(scrub(item.root_cause or ""), 1000) or "",
             resolution=resolution,
-            example_query=(item.example_query or "").strip()[:2000] or None,
-            example_fix=(item.example_fix or "").strip()[:2000] or None,
+            example_query=scrub(item.example_query or "").strip()[:2000] or None,
+            example_fix=scrub(item.example_fix or "").strip()[:2000] or None,
             issue_types=sorted({t for t in item.issue_types if t in CONSOLIDATABLE}),
             confidence=min(max(float(item.confidence), 0.0), 1.0),
         )
@@ -386,17 +388,26 @@ def search_patterns(
 
 
 def render(tool_key: str, patterns: list[dict[str, Any]]) -> str:
-    lines = [FENCE_OPEN, f"Known `{tool_key}` failure patterns from earlier sessions match this error:"]
+    """The fenced block of known fixes; every text in it is neutralised (it came from an LLM that
+    read tool output)."""
+
+    def clip(value: object, limit: int) -> str:
+        return neutralise(str(value or "")[:limit])
+
+    lines = [
+        FENCE_OPEN,
+        f"Known `{clip(tool_key, 120)}` failure patterns from earlier sessions match this error:",
+    ]
     for number, p in enumerate(patterns, start=1):
-        lines.append(f"{number}. {p['title']}")
-        lines.append(f"   Error: {(p['error_signature'] or '')[:300]}")
+        lines.append(f"{number}. {clip(p['title'], 300)}")
+        lines.append(f"   Error: {clip(p['error_signature'], 300)}")
         if p["root_cause"]:
-            lines.append(f"   Root cause: {p['root_cause'][:400]}")
-        lines.append(f"   Fix: {p['resolution'][:700]}")
+            lines.append(f"   Root cause: {clip(p['root_cause'], 400)}")
+        lines.append(f"   Fix: {clip(p['resolution'], 700)}")
         if p["example_query"]:
-            lines.append(f"   Example failing query: {p['example_query'][:400]}")
+            lines.append(f"   Example failing query: {clip(p['example_query'], 400)}")
         if p["example_fix"]:
-            lines.append(f"   Corrected query: {p['example_fix'][:400]}")
+            lines.append(f"   Corrected query: {clip(p['example_fix'], 400)}")
     lines.append("Apply the fix instead of retrying variations of the same query.")
     lines.append(FENCE_CLOSE)
     return "\n".join(lines)

@@ -43,6 +43,7 @@ from .contrib import CaptureContext, Job
 from .embedding import embed_or_none
 from .events import tool_key as normalize_tool_key
 from .gate import Gate
+from .injection import strip_recalled
 from .learnings import (
     LearningWrite,
     clamp_confidence,
@@ -53,7 +54,7 @@ from .learnings import (
     write_learnings,
 )
 from .llm import FENCE_RULE, LLM, LLMError, Usage, fence
-from .recall import search_learnings, strip_recalled
+from .recall import search_learnings
 from .redaction import scrub
 
 if TYPE_CHECKING:

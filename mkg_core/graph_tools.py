@@ -1,12 +1,21 @@
-"""The graph tools: the live schema, and read-only Cypher whose read-only-ness the database enforces.
+"""The graph tools: the live schema, and read-only Cypher that can read the graph and nothing else.
 
-:func:`read_cypher` runs the query in a READ access-mode transaction: Neo4j itself refuses every
-write (``CREATE``, ``MERGE``, ``SET``, ``DELETE``, schema and admin commands, write procedures), so
-no spelling, comment or unicode trick can get one through. A short lexical check in front only
-turns the obvious cases (and ``LOAD CSV``, which could read server files) into clearer errors
-before the database sees them. Results are capped in rows and size and converted to JSON-safe
-values: nodes, relationships and paths keep their structure; temporal values become ISO strings;
-points become coordinates; nothing becomes ``{}``.
+:func:`read_cypher` lets the database decide what a query does, never the query's text: it first
+asks Neo4j to plan the query (``EXPLAIN``, nothing runs) and accepts it only when every operator of
+the plan is one a read of this database's graph needs (scans, seeks, expands, filters, joins,
+aggregations, the schema listings) and every procedure it calls is on a short allow-list of
+introspection and index queries. So ``LOAD CSV`` (files, URLs), administration and ``SHOW``
+commands other than indexes and constraints, ``USE`` of another database, ``TERMINATE``,
+``CALL dbms.*``, writes and anything the plan does not explain are refused, and the refusal names
+the reason. The query then runs in a READ access-mode transaction with a timeout (the database
+itself refuses any write), and its result is read as a stream that stops at the row or byte cap
+and says why (``truncated_reason``); a failed query is an error, never an empty answer.
+
+The Neo4j MKG starts itself (tests, the demo, the local one) also refuses file URLs for
+``LOAD CSV``, confines its import folder and caps each transaction's memory (docs/security.md).
+
+Results are converted to JSON-safe values: nodes, relationships and paths keep their structure;
+temporal values become ISO strings; points become coordinates; nothing becomes ``{}``.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import base64
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import neo4j
@@ -29,13 +38,154 @@ from .graph import Graph
 MAX_ROWS = 200
 MAX_BYTES = 256 * 1024
 TIMEOUT_SECONDS = 20.0
+#: Records fetched from the server at a time: a capped read stops without pulling the rest.
+FETCH_SIZE = 50
 
-#: Refused before the database sees them, with a clearer message than the database would give.
-_LEXICAL = (
-    (re.compile(r"\bLOAD\s+CSV\b", re.I), "LOAD CSV is not allowed (it reads files on the server)"),
-    (re.compile(r"\bIN\s+TRANSACTIONS\b", re.I), "CALL { ... } IN TRANSACTIONS writes in batches"),
+#: Plan operators a read of the graph may use (the part of the name before any ``(...)``).
+READ_OPERATORS = frozenset(
+    [
+        "ProduceResults",
+        "Projection",
+        "Filter",
+        "Limit",
+        "ExhaustiveLimit",
+        "Skip",
+        "Sort",
+        "PartialSort",
+        "Top",
+        "PartialTop",
+        "Top1WithTies",
+        "Distinct",
+        "OrderedDistinct",
+        "EagerAggregation",
+        "OrderedAggregation",
+        "Aggregation",
+        "Argument",
+        "ArgumentTracker",
+        "Eager",
+        "Optional",
+        "Anti",
+        "Apply",
+        "SemiApply",
+        "AntiSemiApply",
+        "LetSemiApply",
+        "LetAntiSemiApply",
+        "SelectOrSemiApply",
+        "SelectOrAntiSemiApply",
+        "LetSelectOrSemiApply",
+        "LetSelectOrAntiSemiApply",
+        "ConditionalApply",
+        "AntiConditionalApply",
+        "RollUpApply",
+        "CartesianProduct",
+        "Union",
+        "OrderedUnion",
+        "Unwind",
+        "PartitionedUnwind",
+        "ValueHashJoin",
+        "NodeHashJoin",
+        "NodeLeftOuterHashJoin",
+        "NodeRightOuterHashJoin",
+        "CacheProperties",
+        "ProjectEndpoints",
+        "NullifyMetadata",
+        "EmptyRow",
+        "Input",
+        "AssertSameNode",
+        "AssertSameRelationship",
+        "AllNodesScan",
+        "NodeByLabelScan",
+        "UnionNodeByLabelsScan",
+        "IntersectionNodeByLabelsScan",
+        "SubtractionNodeByLabelsScan",
+        "NodeByIdSeek",
+        "NodeByElementIdSeek",
+        "NodeIndexSeek",
+        "NodeUniqueIndexSeek",
+        "NodeIndexSeekByRange",
+        "NodeUniqueIndexSeekByRange",
+        "NodeIndexScan",
+        "NodeIndexContainsScan",
+        "NodeIndexEndsWithScan",
+        "MultiNodeIndexSeek",
+        "NodeCountFromCountStore",
+        "RelationshipCountFromCountStore",
+        "DirectedRelationshipByIdSeek",
+        "UndirectedRelationshipByIdSeek",
+        "DirectedRelationshipByElementIdSeek",
+        "UndirectedRelationshipByElementIdSeek",
+        "DirectedRelationshipIndexSeek",
+        "UndirectedRelationshipIndexSeek",
+        "DirectedRelationshipIndexSeekByRange",
+        "UndirectedRelationshipIndexSeekByRange",
+        "DirectedRelationshipIndexScan",
+        "UndirectedRelationshipIndexScan",
+        "DirectedRelationshipIndexContainsScan",
+        "UndirectedRelationshipIndexContainsScan",
+        "DirectedRelationshipIndexEndsWithScan",
+        "UndirectedRelationshipIndexEndsWithScan",
+        "DirectedUniqueRelationshipIndexSeek",
+        "UndirectedUniqueRelationshipIndexSeek",
+        "DirectedRelationshipTypeScan",
+        "UndirectedRelationshipTypeScan",
+        "DirectedUnionRelationshipTypesScan",
+        "UndirectedUnionRelationshipTypesScan",
+        "DirectedAllRelationshipsScan",
+        "UndirectedAllRelationshipsScan",
+        "Expand",
+        "OptionalExpand",
+        "VarLengthExpand",
+        "PruningVarLengthExpand",
+        "BFSPruningVarLengthExpand",
+        "ShortestPath",
+        "StatefulShortestPath",
+        "Trail",
+        "Repeat",
+        "TriadicSelection",
+        "TriadicBuild",
+        "TriadicFilter",
+        "ProcedureCall",
+        "ShowIndexes",
+        "ShowConstraints",
+    ]
 )
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+#: Procedures a read may call: introspection of the schema and queries of the search indexes.
+READ_PROCEDURES = frozenset(
+    {
+        "db.labels",
+        "db.relationshipTypes",
+        "db.propertyKeys",
+        "db.schema.visualization",
+        "db.schema.nodeTypeProperties",
+        "db.schema.relTypeProperties",
+        "db.index.fulltext.queryNodes",
+        "db.index.fulltext.queryRelationships",
+        "db.index.vector.queryNodes",
+        "db.index.vector.queryRelationships",
+        "db.index.fulltext.listAvailableAnalyzers",
+    }
+)
+#: Why an operator is refused, for the ones a prompt-injected agent is likely to try.
+_REFUSED = {
+    "LoadCSV": "LOAD CSV reads files and URLs on the server",
+    "TransactionApply": "CALL { ... } IN TRANSACTIONS runs its own transactions",
+    "TransactionForeach": "CALL { ... } IN TRANSACTIONS runs its own transactions",
+    "TerminateTransactions": "TERMINATE TRANSACTIONS stops other sessions' work",
+    "ShowTransactions": "SHOW TRANSACTIONS shows other sessions' queries and parameters",
+    "ShowSettings": "SHOW SETTINGS reads the server's configuration",
+    "ShowDatabases": "SHOW DATABASES is administration",
+    "ShowProcedures": "only SHOW INDEXES and SHOW CONSTRAINTS are allowed",
+    "ShowFunctions": "only SHOW INDEXES and SHOW CONSTRAINTS are allowed",
+    "AdministrationCommand": "administration commands are not allowed",
+}
+#: Function namespaces that read or run outside the graph (plugins such as APOC).
+_OUTSIDE_FUNCTIONS = re.compile(
+    r"\bapoc\.(?:load|export|import|cypher|periodic|trigger|systemdb|custom|config|log|util\.sleep|"
+    r"text\.urlencode|static|spatial\.geocode)\w*",
+    re.IGNORECASE,
+)
+_SIGNATURE = re.compile(r"^\s*([\w.]+)\s*\(")
+_PLAN_PREFIX = re.compile(r"^\s*(?:(?:/\*.*?\*/|//[^\n]*(?:\n|$))\s*)*(?:EXPLAIN|PROFILE)\b", re.I | re.S)
 
 
 class CypherError(MkgError):
@@ -51,53 +201,123 @@ def read_cypher(
     max_bytes: int = MAX_BYTES,
     timeout: float = TIMEOUT_SECONDS,
 ) -> dict[str, Any]:
-    """Run ``query`` read-only; return ``{"rows", "row_count", "truncated", "columns"}``."""
+    """Run ``query`` read-only; return ``{"columns", "rows", "row_count", "truncated"}`` (and
+    ``truncated_reason`` when the answer was cut)."""
     if not isinstance(query, str) or not query.strip():
         raise CypherError("query is empty")
     if params is not None and not isinstance(params, Mapping):
         raise CypherError("params must be a JSON object")
-    bare = _COMMENTS.sub(" ", query)
-    for pattern, reason in _LEXICAL:
-        if pattern.search(bare):
-            raise CypherError(f"refused: {reason}; this tool is read-only")
-
+    if _PLAN_PREFIX.match(query):
+        raise CypherError("refused: give the query itself, without EXPLAIN or PROFILE (this tool plans it)")
+    arguments = dict(params or {})
     rows: list[dict[str, Any]] = []
-    truncated = False
+    reason: str | None = None
     try:
-        # A READ access-mode transaction, tried once: a refused write is not retried as if transient.
-        with graph.session(neo4j.READ_ACCESS) as session, session.begin_transaction(timeout=timeout) as tx:
-            result = tx.run(query, dict(params or {}))
+        with (
+            graph.driver.session(
+                database=graph.database, default_access_mode=neo4j.READ_ACCESS, fetch_size=FETCH_SIZE
+            ) as session,
+            session.begin_transaction(timeout=timeout) as tx,
+        ):
+            plan = tx.run("EXPLAIN " + query, arguments).consume()
+            refusal = plan_refusal(plan.plan, plan.query_type, graph.database)
+            if refusal:
+                raise CypherError(f"refused: {refusal}; this tool is read-only (the graph and nothing else)")
+            result = tx.run(query, arguments)
+            columns = list(result.keys())
+            size = 0
             for record in result:
                 if len(rows) >= max_rows:
-                    truncated = True
+                    reason = f"only the first {max_rows} rows are returned"
                     break
-                rows.append({key: to_json_safe(record[key]) for key in record.keys()})  # noqa: SIM118
-            columns = list(result.keys())
+                row = {key: to_json_safe(record[key]) for key in columns}
+                cost = len(json.dumps(row, default=str))
+                if size + cost > max_bytes:
+                    reason = (
+                        f"row {len(rows) + 1} would take the answer past {max_bytes} bytes of JSON "
+                        f"({cost} bytes in that row)"
+                    )
+                    break
+                size += cost
+                rows.append(row)
             tx.rollback()
+    except CypherError:
+        raise
     except ClientError as exc:
-        raise CypherError(_explain(exc)) from None
+        raise CypherError(_explain(exc, timeout)) from None
     except Neo4jError as exc:
-        raise CypherError(f"the query failed: {exc.message or exc}") from None
-    size = 0
-    kept: list[dict[str, Any]] = []
-    for row in rows:
-        size += len(json.dumps(row, default=str))
-        if size > max_bytes:
-            truncated = True
-            break
-        kept.append(row)
-    return {"columns": columns, "rows": kept, "row_count": len(kept), "truncated": truncated}
+        raise CypherError(f"the query failed: {_clean(exc.message or str(exc))}") from None
+    answer: dict[str, Any] = {
+        "columns": columns,
+        "rows": rows,
+        "row_count": len(rows),
+        "truncated": reason is not None,
+    }
+    if reason is not None:
+        answer["truncated_reason"] = reason + "; add LIMIT or return fewer properties"
+    return answer
 
 
-def _explain(exc: ClientError) -> str:
+def plan_refusal(plan: Mapping[str, Any] | None, query_type: str | None, database: str) -> str | None:
+    """Why a planned query is not a read of ``database``'s graph, or None when it is."""
+    if plan is None:
+        return "the database gave no plan for it"
+    if query_type in ("w", "rw"):
+        return "it writes to the graph"
+    for operator in _operators(plan):
+        kind = str(operator.get("operatorType") or "")
+        name, _, where = kind.partition("@")
+        base = name.split("(")[0]
+        if where and where != database:
+            return f"it runs on database {where!r} (USE): only {database!r} may be read"
+        if base in _REFUSED:
+            return _REFUSED[base]
+        if base not in READ_OPERATORS:
+            return f"its plan uses the operator {base}, which a read of the graph does not need"
+        details = str((operator.get("args") or {}).get("Details") or "")
+        if base == "ProcedureCall":
+            match = _SIGNATURE.match(details)
+            procedure = match.group(1) if match else details[:80]
+            if procedure not in READ_PROCEDURES:
+                return f"the procedure {procedure} is not one of the allowed read procedures"
+        outside = _OUTSIDE_FUNCTIONS.search(details)
+        if outside:
+            return f"{outside.group(0)} reaches outside the graph"
+    if query_type not in ("r", None):
+        return "it changes the schema or the server"
+    return None
+
+
+def _operators(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    yield plan
+    for child in plan.get("children") or ():
+        yield from _operators(child)
+
+
+def _clean(message: str) -> str:
+    """A server message about ``EXPLAIN <query>`` as it reads for the query itself."""
+    message = message.replace('"EXPLAIN ', '"')
+
+    def shift(match: re.Match[str]) -> str:
+        column, offset = int(match.group(1)) - 8, int(match.group(2)) - 8
+        return f"(line 1, column {max(column, 1)} (offset: {max(offset, 0)}))"
+
+    message = re.sub(r"\(line 1, column (\d+) \(offset: (\d+)\)\)", shift, message)
+    return re.sub(r"\n\s*\^", "", message).strip()
+
+
+def _explain(exc: ClientError, timeout: float) -> str:
     code = exc.code or ""
-    message = (exc.message or str(exc)).strip()
-    if "AccessMode" in code or "read access mode" in message.lower() or "not allowed" in message.lower():
+    message = _clean((exc.message or str(exc)).strip())
+    lowered = message.lower()
+    if "AccessMode" in code or "read access mode" in lowered or "not allowed" in lowered:
         return f"refused: this tool is read-only and the database rejected a write ({message})"
     if "Syntax" in code:
         return f"Cypher syntax error: {message}"
-    if "TransactionTimedOut" in code or "timed out" in message.lower():
-        return f"the query ran longer than {TIMEOUT_SECONDS:.0f} s and was stopped"
+    if "TransactionTimedOut" in code or "timed out" in lowered:
+        return f"the query ran longer than {timeout:.0f} s and was stopped; narrow it or add LIMIT"
+    if "MemoryPoolOutOfMemory" in code or ("memory" in lowered and "limit" in lowered):
+        return f"the query needed more memory than a read is allowed; return less ({message})"
     return f"the query was refused: {message}"
 
 

@@ -2,8 +2,10 @@
 
 Standard library only, and it always exits 0: a hook must never break or slow the agent.
 
-It reads the payload, scrubs ``<private>`` spans and credentials from it, cuts oversized strings
-(with a marker), appends it to the durable local spool and makes sure the worker is running.
+It reads the payload, scrubs ``<private>`` spans and credentials from it, cuts what is over the
+payload's budget (with markers, see :mod:`mkg_core.payload`), appends it to the durable local
+spool within the event's deadline (else to the overflow journal; a corrupt spool is moved aside)
+and makes sure the worker is running.
 Events that answer the harness (SessionStart, UserPromptSubmit) then ask the worker over its
 socket and wait at most a deadline; past it they print nothing. Anything that goes wrong is one
 line on stderr, never a non-zero exit.
@@ -22,7 +24,8 @@ import time
 
 from . import runtime
 from .eventnames import ANSWERING_EVENTS, TOOL_ANSWERING_EVENTS, canonical_event_name, tool_key
-from .spool import ENV_HINT_KEYS, Spool, SpoolError, event_id, sanitize, utc_timestamp
+from .payload import Budget, clip_identifiers, cut_nesting, sanitize
+from .spool import ENV_HINT_KEYS, SpoolError, event_id, open_spool, quarantine, utc_timestamp, write_overflow
 
 TYPE_CHECKING = False  # typing itself is too slow to import here
 if TYPE_CHECKING:
@@ -39,6 +42,10 @@ ANSWER_DEADLINES = {
     "PostToolUse": ("MKG_HOOK_DEADLINE_TOOL", 1.5),
     "PostToolUseFailure": ("MKG_HOOK_DEADLINE_TOOL", 1.5),
 }
+#: How long any other event's hook may take to spool it, and the variable that sets it.
+CAPTURE_DEADLINE = ("MKG_HOOK_DEADLINE_CAPTURE", 1.0)
+#: Time kept back from the deadline for writing the overflow journal when the spool is slow.
+OVERFLOW_RESERVE = 0.05
 _TRUE = {"1", "true", "yes", "on"}
 
 USAGE = """\
@@ -55,7 +62,9 @@ when a query tool's call failed (PostToolUse, PostToolUseFailure). Always exits 
 Environment: MKG_DISABLED=1 turns capture off; MKG_WORKER_AUTOSTART=0 leaves starting the
 worker to you (`mkg worker`); MKG_HOOK_DEADLINE_SESSION_START (default 2.0),
 MKG_HOOK_DEADLINE_PROMPT (default 1.5) and MKG_HOOK_DEADLINE_TOOL (default 1.5, query tools
-only) bound how long answering events wait, in seconds.
+only) bound how long answering events take in all, MKG_HOOK_DEADLINE_CAPTURE (default 1.0) the
+others, in seconds. A spool that cannot be written in time (locked by another process) sends the
+event to the overflow journal, which the worker imports.
 """
 
 
@@ -113,25 +122,29 @@ def _run(
             f"payload larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MiB; the event was not recorded"
         )
     payload = _decode(data)
-    session_id = payload.get("session_id")
+    clipped = clip_identifiers(payload)
+    budget = Budget.for_raw(data)
+    truncated: list[str] = []
+    clean = sanitize(payload, truncated, budget=budget)
+    assert isinstance(clean, dict)
+    session_id = clean.get("session_id")
     if isinstance(session_id, int) and not isinstance(session_id, bool):
         session_id = str(session_id)
     if not isinstance(session_id, str) or not session_id.strip():
         raise Skip("the payload has no session_id; the event was not recorded")
     session_id = session_id.strip()
-    named = payload.get("hook_event_name")
+    named = clean.get("hook_event_name")
     event = canonical_event_name(named if isinstance(named, str) and named.strip() else event_arg or "")
     if event is None:
         raise Skip("no valid event name (give EVENT or send hook_event_name); the event was not recorded")
-    if _disabled_here(payload):
+    if _disabled_here(clean):
         return
     client = (client or env.get("MKG_CLIENT") or "").strip().lower() or "auto"
+    deadline = started + _deadline(event, env)
 
     received_ns = time.time_ns()
     received_at = utc_timestamp(received_ns)
-    truncated: list[str] = []
-    clean = sanitize(payload, truncated)
-    record = {
+    record: dict[str, object] = {
         "payload": clean,
         "argv_event": event_arg,
         "cwd": _cwd(),
@@ -139,21 +152,21 @@ def _run(
         "payload_bytes": len(data),
         "truncated": truncated,
     }
+    if clipped:
+        record["clipped_ids"] = clipped
+    if budget.repaired:
+        record["repaired"] = ["lone surrogate escapes replaced by U+FFFD"]
     paths = runtime.Paths.from_env(env)
     digest = hashlib.sha256(data).hexdigest()
-    eid = event_id(client, session_id, event, received_at, digest)
-    try:
-        with Spool(paths.spool) as spool:
-            seq, _ = spool.append(
-                event_id=eid,
-                client=client,
-                event=event,
-                session_id=session_id,
-                received_at=received_at,
-                record=record,
-            )
-    except SpoolError as exc:
-        raise Skip(f"{exc}; the event was not recorded") from None
+    entry: dict[str, object] = {
+        "event_id": event_id(client, session_id, event, received_at, digest),
+        "client": client,
+        "event": event,
+        "session_id": session_id,
+        "received_at": received_at,
+        "record": record,
+    }
+    seq = _spool(paths, entry, received_ns, deadline, stderr)
     if truncated:
         shown = ", ".join(truncated[:3]) + (f" and {len(truncated) - 3} more" if len(truncated) > 3 else "")
         _say(stderr, f"oversized payload fields truncated ({shown}); the event was recorded")
@@ -166,10 +179,53 @@ def _run(
             starting = True
         except OSError as exc:
             _say(stderr, f"could not start the worker ({exc}); the event waits in the spool")
-    if event in ANSWERING_EVENTS or (
-        event in TOOL_ANSWERING_EVENTS and _answers_for(paths, payload.get("tool_name"))
+    if seq is not None and (
+        event in ANSWERING_EVENTS
+        or (event in TOOL_ANSWERING_EVENTS and _answers_for(paths, clean.get("tool_name")))
     ):
-        _answer(paths, seq, event, env, started, stdout, starting=starting)
+        _answer(paths, seq, deadline, stdout, starting=starting)
+
+
+def _deadline(event: str, env: dict[str, str] | os._Environ[str]) -> float:
+    """Seconds this event's hook may take in all (spooling, and waiting for an answer)."""
+    variable, default = ANSWER_DEADLINES.get(event, CAPTURE_DEADLINE)
+    try:
+        return max(float(env.get(variable) or default), 0.0)
+    except ValueError:
+        return default
+
+
+def _spool(
+    paths: runtime.Paths, entry: dict[str, object], received_ns: int, deadline: float, stderr: TextIO
+) -> int | None:
+    """Append the event to the spool within the deadline; return its row, or None when it went to
+    the overflow journal. A corrupt spool is moved aside and a new one started."""
+    fields = {key: entry[key] for key in ("event_id", "client", "event", "session_id", "received_at")}
+    record = entry["record"]
+    assert isinstance(record, dict)
+    for attempt in (1, 2):
+        wait = max(deadline - time.monotonic() - OVERFLOW_RESERVE, 0.001)
+        try:
+            spool, aside = open_spool(paths.spool, timeout=wait)
+            if aside:
+                _say(stderr, f"the spool was corrupt: moved it to {aside} and started a new one")
+            with spool:
+                seq, _ = spool.append(record=record, **{k: str(v) for k, v in fields.items()})
+                return seq
+        except SpoolError as exc:
+            if exc.corrupt and attempt == 1:
+                quarantine(paths.spool)  # found corrupt while writing: move it aside, try once more
+                continue
+            reason = str(exc)
+            break
+        except OSError as exc:  # the state folder itself (not private, not writable)
+            raise Skip(f"{exc}; the event was not recorded") from None
+    try:
+        write_overflow(paths.root, received_ns, entry)
+    except OSError as exc:
+        raise Skip(f"{reason}; the overflow journal failed too ({exc}); the event was not recorded") from None
+    _say(stderr, f"{reason}; the event waits in the overflow journal")
+    return None
 
 
 def _answers_for(paths: runtime.Paths, tool_name: object) -> bool:
@@ -181,20 +237,12 @@ def _answers_for(paths: runtime.Paths, tool_name: object) -> bool:
 def _answer(
     paths: runtime.Paths,
     seq: int,
-    event: str,
-    env: dict[str, str] | os._Environ[str],
-    started: float,
+    deadline: float,
     stdout: TextIO,
     *,
     starting: bool,
 ) -> None:
     """Ask the worker what to inject; print it, or nothing once the deadline has passed."""
-    variable, default = ANSWER_DEADLINES.get(event, ("", 1.5))
-    try:
-        budget = float(env.get(variable) or default)
-    except ValueError:
-        budget = default
-    deadline = started + max(budget, 0.0)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0.005:
@@ -238,7 +286,10 @@ def _decode(data: bytes) -> dict[str, object]:
     except UnicodeDecodeError:
         raise Skip("payload is not UTF-8 text; the event was not recorded") from None
     try:
-        payload = json.loads(text)
+        try:
+            payload = json.loads(text)
+        except RecursionError:  # deeper than the parser goes: cut the deep values, keep the event
+            payload = json.loads(cut_nesting(text))
     except RecursionError:
         raise Skip("payload is nested too deeply; the event was not recorded") from None
     except ValueError as exc:

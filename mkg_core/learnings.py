@@ -7,7 +7,9 @@ node: the namespace is the project id for ``scope='project'`` and ``user:<user i
 Automation writes through :func:`write_learnings` only: new learnings are ``candidate``;
 an update may touch only memory the project owns or a user fact of the same user; a content
 change to an ``approved`` learning demotes it to ``candidate`` and clears its human and gate
-provenance, so automation never silently rewrites the trusted tier.
+provenance, so automation never silently rewrites the trusted tier. Text that reads as an
+instruction to the model (:func:`mkg_core.injection.instruction_like`) is written ``held``: it waits
+in the review queue and is never recalled until a human approves it.
 
 ::
 
@@ -20,6 +22,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from .injection import instruction_like
 
 if TYPE_CHECKING:
     import neo4j
@@ -113,6 +117,9 @@ SET l.text = row.text,
     l.support_count = coalesce(l.support_count, 0) + 1,
     l.last_source = $source, l.last_source_session_id = $session_id, l.last_user_id = $user_id,
     l.last_reason = row.reason, l.last_llm_model = $model, l.updated_at = $now
+// instruction-like text waits for a human and is not recalled (unless a human already decided)
+FOREACH (_ IN CASE WHEN row.held IS NULL OR l.reviewed_by IS NOT NULL THEN [] ELSE [1] END |
+  SET l.consistency_status = 'held', l.held_reason = row.held)
 WITH l, row
 MATCH (p:Project {id: $project_id})
 MERGE (p)-[:HAS_LEARNING]->(l)
@@ -160,6 +167,9 @@ FOREACH (_ IN CASE WHEN demote THEN [1] ELSE [] END |
   SET l.status = 'candidate', l.demoted_at = $now,
       l.reviewed_by = null, l.reviewed_at = null, l.reviewed_by_user_id = null,
       l.consistency_status = null, l.consistency_checked_at = null)
+FOREACH (_ IN CASE WHEN changed AND row.held IS NOT NULL THEN [1] ELSE [] END |
+  SET l.status = 'candidate', l.consistency_status = 'held', l.held_reason = row.held,
+      l.reviewed_by = null, l.reviewed_at = null, l.reviewed_by_user_id = null)
 WITH l, row, demote
 OPTIONAL MATCH (s:Session {session_id: $session_id})
 FOREACH (_ IN CASE WHEN s IS NULL THEN [] ELSE [1] END |
@@ -221,6 +231,8 @@ class WriteResult:
     updated: tuple[str, ...]
     demoted: tuple[str, ...]
     refused: tuple[str, ...]
+    #: Written, but held for a human: the text reads as an instruction (never recalled until approved).
+    held: tuple[str, ...] = ()
 
 
 def write_learnings(
@@ -245,8 +257,8 @@ def write_learnings(
         "now": now,
         "processing_id": processing_id,
     }
-    creates = [w.row() for w in writes if w.action == "create"]
-    updates = [w.row() for w in writes if w.action == "update"]
+    creates = [_row(w) for w in writes if w.action == "create"]
+    updates = [_row(w) for w in writes if w.action == "update"]
     created = [r["id"] for r in tx.run(CREATE_LEARNINGS, rows=creates, **params)] if creates else []
     updated: list[str] = []
     demoted: list[str] = []
@@ -256,4 +268,11 @@ def write_learnings(
             if record["demote"]:
                 demoted.append(record["id"])
     refused = [row["id"] for row in updates if row["id"] not in updated]
-    return WriteResult(tuple(created), tuple(updated), tuple(demoted), tuple(refused))
+    held = [row["id"] for row in creates + updates if row["held"] and row["id"] not in refused]
+    return WriteResult(tuple(created), tuple(updated), tuple(demoted), tuple(refused), tuple(held))
+
+
+def _row(write: LearningWrite) -> dict[str, Any]:
+    """The write as query parameters, with the screen's verdict: text that reads as an
+    instruction to the model is held for a human (``consistency_status = 'held'``)."""
+    return {**write.row(), "held": instruction_like(write.text) if write.text else None}

@@ -15,6 +15,7 @@ from .embedding import embed_or_none
 from .enrichment import most_touched
 from .errors import MkgError
 from .graph_tools import read_cypher, schema_summary
+from .injection import neutralise
 from .learnings import (
     TEXT_LIMIT,
     LearningWrite,
@@ -26,6 +27,7 @@ from .learnings import (
 )
 from .learnings import task_pattern as normalize_task_pattern
 from .recall import RECENT_OBSERVATIONS, search_learnings
+from .redaction import scrub
 from .review import QUEUE_SIZE, resolve, review_queue
 
 SOURCE = "agent-mcp"
@@ -83,7 +85,7 @@ def project_get_context(
         "learnings": [
             {
                 "id": item.id,
-                "text": item.text,
+                "text": neutralise(item.text),
                 "scope": item.scope,
                 "status": item.status,
                 "confidence": item.confidence,
@@ -92,7 +94,11 @@ def project_get_context(
             for item in learnings
         ],
         "recent_activity": [
-            {"type": o["type"], "title": o["title"], "at": str(o["at"]) if o["at"] is not None else None}
+            {
+                "type": o["type"],
+                "title": neutralise(str(o["title"] or "")),
+                "at": str(o["at"]) if o["at"] is not None else None,
+            }
             for o in observations
         ],
         "review_queue_waiting": waiting,
@@ -111,10 +117,11 @@ def project_add_learning(
 ) -> dict[str, Any]:
     """Remember one durable fact or decision (with its reason) as a candidate learning. scope is
     'project' (about this project or its environment) or 'user' (about the person, across projects).
-    The same text in the same scope is stored once."""
+    The same text in the same scope is stored once. Secrets are scrubbed; text that reads as an
+    instruction to the model waits for a human's review."""
     if scope not in ("project", "user"):
         raise ToolInputError("scope must be 'project' or 'user'")
-    flat = collapse(text, 10_000) if isinstance(text, str) else None
+    flat = collapse(scrub(text), 10_000) if isinstance(text, str) else None
     if not flat:
         raise ToolInputError("text is empty: give one self-contained fact or decision")
     if len(flat) > TEXT_LIMIT:
@@ -149,7 +156,7 @@ def project_add_learning(
             user=user_id,
             now=now,
         ).consume()
-        write_learnings(
+        result = write_learnings(
             tx,
             [write],
             project_id=project.id,
@@ -160,18 +167,26 @@ def project_add_learning(
             now=now,
         )
         record = tx.run(
-            "MATCH (l:Learning {id: $id}) RETURN l.status AS status, l.support_count AS support", id=lid
+            "MATCH (l:Learning {id: $id}) RETURN l.status AS status, l.support_count AS support, "
+            "l.held_reason AS held",
+            id=lid,
         ).single()
-        return dict(record) if record else {}
+        return {**(dict(record) if record else {}), "held_now": bool(result.held)}
 
     stored = graph.write_tx(work)
-    return {
+    answer = {
         "id": lid,
         "scope": scope,
         "status": stored.get("status"),
         "already_known": (stored.get("support") or 0) > 1,
         "embedded": vector is not None,
     }
+    if stored.get("held_now"):
+        answer["held_for_review"] = (
+            f"it reads like an instruction to the model ({stored.get('held')!r}): it waits in the review "
+            "queue and is not recalled until a human approves it"
+        )
+    return answer
 
 
 def project_review_queue(

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .contrib import CaptureContext, CaptureHandler, QueryTool
+from .redaction import scrub, scrub_value
 
 if TYPE_CHECKING:
     from .events import HookEvent
@@ -209,12 +210,15 @@ def _walk(value: Any, out: Response, depth: int) -> None:
 
 
 def _read_saved(path: str) -> str | None:
+    """The result a harness saved to a file, scrubbed: no hook saw what is on disk."""
     full = os.path.expanduser(path)
     try:
         with open(full, encoding="utf-8", errors="replace") as handle:
-            return handle.read(SAVED_FILE_BYTES)
+            text = handle.read(SAVED_FILE_BYTES)
     except OSError:
         return None
+    cleaned = scrub_value(text)
+    return cleaned if isinstance(cleaned, str) else text
 
 
 def row_count(data: Any) -> int | None:
@@ -364,6 +368,7 @@ class QueryFailureCapture(CaptureHandler):
         query, response, issues = inspect(event, tool)
         if query is None or not issues:
             return  # a clean success, or nothing to learn from
+        query = scrub(query)  # a result saved to a file was read from disk: scrub what is kept
         exec_id = execution_id(event.session_id, event.tool_use_id, query, context.event_id)
         props = {
             "engine": tool.language,
@@ -374,7 +379,7 @@ class QueryFailureCapture(CaptureHandler):
             "query_hash": hashlib.sha1(query.encode(), usedforsecurity=False).hexdigest(),
             "status": "suspicious" if all(i.type in SUCCESS_TYPES for i in issues) else "error",
             "row_count": row_count(response.data),
-            "response_excerpt": response.text[:EXCERPT_CHARS],
+            "response_excerpt": scrub(response.text[:EXCERPT_CHARS]),
             "saved_file": response.saved_file,
             "issue_types": sorted(i.type for i in issues),
             "issue_count": len(issues),
@@ -390,7 +395,7 @@ class QueryFailureCapture(CaptureHandler):
                 "type": i.type,
                 "severity": i.severity,
                 "confidence": i.confidence,
-                "message": i.message,
+                "message": scrub(i.message),
                 "consolidatable": i.consolidatable,
                 "needs_optimization": i.needs_optimization,
             }

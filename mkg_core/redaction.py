@@ -1,9 +1,15 @@
 """What must never be stored: ``<private>`` spans and credentials. Standard library only.
 
-The hook scrubs every string of a payload before it reaches the local spool, so neither the spool
-nor the graph ever holds them. Each rule has cheap literal triggers; its regular expression is
-compiled and run only when a trigger occurs in the text, which keeps the hook fast on ordinary
-events.
+This is the one scrubber. Every way into memory passes through it: the hook scrubs every key and
+string of a payload before it reaches the local spool; the worker scrubs again what it reads from
+elsewhere (transcripts), what an LLM answers (extraction, consolidation, error patterns), what an
+MCP tool is asked to write, and what providers ingest. Nothing holds a secret that it missed.
+
+Each rule has cheap literal triggers; its regular expression is compiled and run only when a
+trigger occurs in the text, which keeps the hook fast on ordinary events. A secret hidden behind
+escapes (``\\u003c``, ``&lt;``) or inside JSON carried in a string is found too: :func:`scrub`
+looks again at the unescaped text, and :func:`scrub_value` scrubs JSON strings as the structure
+they hold, keys included.
 
 A scrubbed secret becomes ``[REDACTED:<rule>]``; for ``NAME=value`` style assignments the name
 stays and only the value is replaced. A private span becomes ``[private]``; an unclosed
@@ -15,16 +21,22 @@ from __future__ import annotations
 import re
 
 PRIVATE_MARK = "[private]"
-_PRIVATE_RE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
+_PRIVATE_RE = re.compile(r"<\s*private\b[^>]*>.*?(?:<\s*/\s*private\s*>|\Z)", re.IGNORECASE | re.DOTALL)
 
 #: Names of variables or keys whose value is a credential (matched inside a longer name).
 _SECRET_NAME = (
-    r"(?:secret|token|passw(?:or)?d|passphrase|pwd|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
-    r"|client[_-]?secret|auth[_-]?token|credentials?|session[_-]?key|signing[_-]?key|encryption[_-]?key)"
+    r"(?:secret|token|passw(?:or)?d|passphrase|pwd|(?<![a-z])pass(?![a-z])|api[_-]?key|apikey"
+    r"|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?token|credentials?|session[_-]?key"
+    r"|signing[_-]?key|encryption[_-]?key|master[_-]?key|app[_-]?key|license[_-]?key|hmac[_-]?key"
+    r"|jwt[_-]?key|deploy[_-]?key|secret[_-]?key|service[_-]?key|account[_-]?key|webhook[_-]?url)"
 )
+#: A quote, possibly escaped (JSON inside a JSON string, or a ``\u0022`` escape).
+_QUOTE = r"(?:\\{0,3}[\"']|\\u0022|\\u0027)"
+_Q = _QUOTE + "?"
 
-# (rule name, literal triggers, pattern, replacement template). Triggers are matched
-# case-sensitively unless written in lower case, in which case the lowered text is searched.
+# (rule name, literal triggers, pattern, replacement: a template, or the name of a function in
+# _FUNCTIONS). Triggers are matched case-sensitively unless written in lower case, in which case the
+# lowered text is searched.
 _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     (
         "private-key",
@@ -32,6 +44,18 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
         r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
         "[REDACTED:private-key]",
+    ),
+    (
+        "putty-key",
+        ("PuTTY-User-Key-File",),
+        r"PuTTY-User-Key-File-\d+:.*?(?:Private-MAC:[ \t]*[0-9a-fA-F]+|\Z)",
+        "[REDACTED:private-key]",
+    ),
+    (
+        "base64-private-key",
+        ("LS0tLS1CRUdJTi",),
+        r"LS0tLS1CRUdJTi[A-Za-z0-9+/=]{16,}(?:\s*[A-Za-z0-9+/=]{16,})*",
+        "base64-pem",
     ),
     (
         "anthropic-key",
@@ -55,16 +79,33 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("github-pat", ("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{22,255}", "[REDACTED:github-token]"),
     (
         "gitlab-token",
-        ("glpat-", "gldt-", "glrt-"),
-        r"\bgl(?:pat|dt|rt)-[A-Za-z0-9_\-]{20,}",
+        ("glpat-", "gldt-", "glrt-", "glptt-", "gloas-"),
+        r"\bgl(?:pat|dt|rt|ptt|oas)-[A-Za-z0-9_\-]{20,}",
         "[REDACTED:gitlab-token]",
     ),
-    ("slack-token", ("xox",), r"\bxox[abposre]-[A-Za-z0-9\-]{10,}", "[REDACTED:slack-token]"),
+    (
+        "slack-token",
+        ("xox", "xapp-"),
+        r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}",
+        "[REDACTED:slack-token]",
+    ),
     (
         "slack-webhook",
         ("hooks.slack.com",),
         r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+",
         "[REDACTED:slack-webhook]",
+    ),
+    (
+        "discord-webhook",
+        ("/api/webhooks/",),
+        r"https://(?:\w+\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+",
+        "[REDACTED:discord-webhook]",
+    ),
+    (
+        "discord-bot-token",
+        ("discord",),
+        r"\b[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}\b",
+        "[REDACTED:discord-token]",
     ),
     ("google-api-key", ("AIza",), r"\bAIza[0-9A-Za-z_\-]{35}", "[REDACTED:google-api-key]"),
     ("google-oauth-secret", ("GOCSPX-",), r"\bGOCSPX-[A-Za-z0-9_\-]{20,}", "[REDACTED:google-oauth]"),
@@ -72,7 +113,7 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     (
         "stripe-key",
         ("_live_", "_test_"),
-        r"\b(?:sk|rk)_(?:live|test)_[0-9a-zA-Z]{16,}",
+        r"\b(?:sk|rk|pk)_(?:live|test)_[0-9a-zA-Z]{16,}",
         "[REDACTED:stripe-key]",
     ),
     ("stripe-webhook", ("whsec_",), r"\bwhsec_[A-Za-z0-9]{24,}", "[REDACTED:stripe-key]"),
@@ -82,9 +123,10 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
         r"\bSG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}",
         "[REDACTED:sendgrid-key]",
     ),
-    ("twilio-key", ("SK",), r"\bSK[0-9a-f]{32}\b", "[REDACTED:twilio-key]"),
+    ("twilio-key", ("SK", "AC"), r"\b(?:SK|AC)[0-9a-f]{32}\b", "[REDACTED:twilio-key]"),
     ("mailgun-key", ("key-",), r"\bkey-[0-9a-zA-Z]{32}\b", "[REDACTED:mailgun-key]"),
     ("npm-token", ("npm_",), r"\bnpm_[A-Za-z0-9]{36}\b", "[REDACTED:npm-token]"),
+    ("npmrc-auth", ("_auth",), r"(?i)(\b_auth\s*=\s*)(\S{8,})", r"\1[REDACTED:secret]"),
     ("pypi-token", ("pypi-",), r"\bpypi-AgE[A-Za-z0-9_\-]{50,}", "[REDACTED:pypi-token]"),
     ("huggingface-token", ("hf_",), r"\bhf_[A-Za-z0-9]{30,}\b", "[REDACTED:huggingface-token]"),
     ("groq-key", ("gsk_",), r"\bgsk_[A-Za-z0-9]{40,}\b", "[REDACTED:api-key]"),
@@ -111,6 +153,36 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ("postman-key", ("PMAK-",), r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b", "[REDACTED:postman-key]"),
     ("age-key", ("AGE-SECRET-KEY-",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}", "[REDACTED:age-key]"),
     ("telegram-token", (":AA",), r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b", "[REDACTED:telegram-token]"),
+    ("newrelic-key", ("NRAK-", "NRII-"), r"\bNR(?:AK|II)-[A-Z0-9]{27}\b", "[REDACTED:api-key]"),
+    ("grafana-token", ("glsa_", "glc_"), r"\bgl(?:sa|c)_[A-Za-z0-9_+/=\-]{32,}", "[REDACTED:api-key]"),
+    ("sentry-token", ("sntrys_", "sntryu_"), r"\bsntry[su]_[A-Za-z0-9_+/=\-]{40,}", "[REDACTED:api-key]"),
+    (
+        "planetscale-token",
+        ("pscale_",),
+        r"\bpscale_(?:pw|tkn|oauth)_[A-Za-z0-9_\-.]{32,}",
+        "[REDACTED:api-key]",
+    ),
+    ("fly-token", ("fo1_", "fm2_"), r"\bf(?:o1|m2)_[A-Za-z0-9_\-+/=]{40,}", "[REDACTED:api-key]"),
+    (
+        "terraform-token",
+        (".atlasv1.",),
+        r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-]{60,}",
+        "[REDACTED:api-key]",
+    ),
+    (
+        "doppler-token",
+        ("dp.",),
+        r"\bdp\.(?:st|ct|sa|scim|audit|pt)\.[A-Za-z0-9_\-.]{40,}",
+        "[REDACTED:api-key]",
+    ),
+    ("onepassword-token", ("ops_",), r"\bops_[A-Za-z0-9_\-]{40,}", "[REDACTED:api-key]"),
+    (
+        "azure-client-secret",
+        ("Q~",),
+        r"\b[A-Za-z0-9_~.\-]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}",
+        "[REDACTED:azure-secret]",
+    ),
+    ("twitter-bearer", ("AAAAAAAAAAAAAAAAAAAA",), r"\bA{20,}[A-Za-z0-9%]{30,}", "[REDACTED:api-key]"),
     (
         "jwt",
         ("eyJ",),
@@ -120,19 +192,68 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     (
         "url-password",
         ("://",),
-        r"(\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s/:@\"'<>]{1,128}:)[^\s/@\"'<>]{1,256}(@)",
+        # scheme://user:password@ (the user may be empty: redis://:pw@host); the password runs to
+        # the last @ before the host, so one holding an @ is hidden whole.
+        r"(\b[a-zA-Z][a-zA-Z0-9+.\-]{1,20}://[^\s/:@\"'<>]{0,128}:)[^\s/\"'<>]{1,256}(@)",
         r"\1[REDACTED:password]\2",
     ),
     (
+        "azure-sas",
+        ("sig=",),
+        r"(?i)([?&]sig=)[A-Za-z0-9%+/=]{10,}",
+        r"\1[REDACTED:signature]",
+    ),
+    (
         "auth-header",
-        ("bearer", "basic "),
-        r"(?i)(\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/\-]{16,}=*",
-        r"\1[REDACTED:auth]",
+        ("bearer", "basic ", "authorization", "ssws "),
+        r"(?i)(\b(?:authorization|proxy-authorization)\s*[:=]\s*"
+        + _Q
+        + r"(?:token|bearer|basic|digest|apikey|api-key|key|ssws|negotiate|aws4-hmac-sha256)?\s*)"
+        r"(?!\[REDACTED)[^\s\"'\\,;]{8,}"
+        r"|(\b(?:bearer|basic|ssws)\s+)(?!\[REDACTED)[A-Za-z0-9._~+/\-]{16,}=*",
+        "auth-header",
+    ),
+    (
+        "cookie-header",
+        ("cookie",),
+        r"(?i)(\b(?:set-)?cookie\s*:\s*)(?!\[REDACTED)[^\s\"\\][^\r\n\"\\]{3,}",
+        r"\1[REDACTED:cookie]",
+    ),
+    (
+        "docker-auth",
+        ('"auth', "\\u0022auth"),
+        "(" + _QUOTE + r"auth" + _QUOTE + r"\s*:\s*" + _QUOTE + r")[A-Za-z0-9+/=]{8,}",
+        r"\1[REDACTED:secret]",
+    ),
+    (
+        "curl-user",
+        ("-u", "--user"),
+        r"(\b(?:curl|wget|http)\b[^\n]*?\s(?:-u|--user|--http-user)[\s=]+[\"']?[^\s:\"']+:)[^\s\"']+",
+        r"\1[REDACTED:password]",
+    ),
+    (
+        "mysql-password",
+        ("mysql", "mariadb"),
+        r"(\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]*?\s-p)(?!\s)[\"']?[^\s\"']+[\"']?",
+        r"\1[REDACTED:password]",
+    ),
+    ("sshpass", ("sshpass",), r"(\bsshpass\b[^\n]*?\s-p\s*)[\"']?[^\s\"']+[\"']?", r"\1[REDACTED:password]"),
+    (
+        "netrc",
+        ("machine",),
+        r"(?i)(\bmachine\s+\S+\s+(?:login\s+\S+\s+)?(?:account\s+\S+\s+)?password\s+)(?!\[REDACTED)\S+",
+        r"\1[REDACTED:password]",
+    ),
+    (
+        "pgpass",
+        (":5432:", ":5433:", ":*:"),
+        r"(?m)(?:^|(?<=\s))([^\s:#]+:(?:\d+|\*):[^\s:]+:[^\s:]+:)(?!\[REDACTED)\S+(?=\s|$)",
+        r"\1[REDACTED:password]",
     ),
     (
         "connection-string",
         ("accountkey=", "sharedaccesskey=", "password=", "pwd="),
-        r"(?i)(\b(?:AccountKey|SharedAccessKey|Password|Pwd)=)([^;\s\"']{3,})",
+        r"(?i)(\b(?:AccountKey|SharedAccessKey|Password|Pwd)=)(?!\[REDACTED)([^;\s\"'&\\]{3,})",
         r"\1[REDACTED:password]",
     ),
     (
@@ -140,24 +261,28 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
         (
             "secret",
             "token",
-            "passw",
+            "pass",
             "pwd",
             "api_key",
             "api-key",
             "apikey",
+            "_key",
+            "-key",
             "access_key",
-            "access-key",
-            "private_key",
             "credential",
-            "session_key",
-            "signing_key",
-            "encryption_key",
+            "webhook_url",
         ),
-        # NAME=value, NAME: value, "name": "value" (JSON/YAML), export NAME='value'.
-        r"(?i)((?<![A-Za-z0-9])[\"']?[A-Za-z0-9_.\-]*"
+        # NAME=value, NAME: value, "name": "value" (JSON/YAML, also escaped inside a JSON string),
+        # export NAME='value'.
+        r"(?i)((?<![A-Za-z0-9])"
+        + _Q
+        + r"[A-Za-z0-9_.\-]*"
         + _SECRET_NAME
-        + r"[A-Za-z0-9_.\-]*[\"']?\s*[:=]\s*[\"']?)"
-        r"(?!\[REDACTED)(?!(?:true|false|null|none)\b)(?![0-9]+\b)([^\s\"',;}{)\]]{4,})",
+        + r"[A-Za-z0-9_.\-]*"
+        + _Q
+        + r"\s*[:=]\s*"
+        + _Q
+        + r")(?!\[REDACTED)(?!(?:true|false|null|none)\b)(?![0-9]+\b)([^\s\"',;}{)\]\\]{4,})",
         r"\1[REDACTED:secret]",
     ),
 )
@@ -172,25 +297,64 @@ def _pattern(name: str, source: str) -> re.Pattern[str]:
     return pattern
 
 
+def _base64_pem(match: re.Match[str]) -> str:
+    """A base64 block that decodes to a PEM private key (a Kubernetes secret, say) goes whole."""
+    import base64
+    import binascii
+
+    blob = re.sub(r"\s+", "", match.group(0))
+    head = blob[: len(blob) - len(blob) % 4][:120]
+    try:
+        decoded = base64.b64decode(head + "=" * (-len(head) % 4), validate=False)
+    except (binascii.Error, ValueError):
+        return match.group(0)
+    return "[REDACTED:private-key]" if b"PRIVATE KEY" in decoded else match.group(0)
+
+
+def _auth_header(match: re.Match[str]) -> str:
+    prefix = match.group(1) if match.group(1) is not None else match.group(2)
+    return f"{prefix}[REDACTED:auth]"
+
+
+_FUNCTIONS = {"base64-pem": _base64_pem, "auth-header": _auth_header}
+
+
 def rule_names() -> list[str]:
     """The names of every credential rule, for documentation and tests."""
     return [rule[0] for rule in _RULES]
 
 
 def strip_private(text: str) -> str:
-    """Replace each ``<private>...</private>`` span (case-insensitive) with ``[private]``."""
-    if "<private" not in text and "<PRIVATE" not in text and "<private" not in text.lower():
+    """Replace each ``<private>...</private>`` span (any case, with attributes or spaces inside the
+    tags) with ``[private]``."""
+    if _PRIVATE_WORD.search(text) is None:
         return text
     return _PRIVATE_RE.sub(PRIVATE_MARK, text)
 
 
+def _case_sensitive(trigger: str) -> bool:
+    return not trigger.islower() and any(ch.isalpha() for ch in trigger)
+
+
+def _any_of(triggers: set[str], flags: int = 0) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(t) for t in sorted(triggers, key=len, reverse=True)), flags)
+
+
+_PRIVATE_WORD = re.compile("private", re.IGNORECASE)
+#: One scan finds whether any rule's trigger occurs at all: most strings of a payload hold none.
+_ANY_TRIGGER = _any_of({t for rule in _RULES for t in rule[1] if _case_sensitive(t)})
+_ANY_LOWER_TRIGGER = _any_of({t for rule in _RULES for t in rule[1] if not _case_sensitive(t)}, re.IGNORECASE)
+
+
 def redact_secrets(text: str) -> str:
     """Replace every credential the rules recognise with a ``[REDACTED:<rule>]`` marker."""
+    if _ANY_LOWER_TRIGGER.search(text) is None and _ANY_TRIGGER.search(text) is None:
+        return text
     lowered: str | None = None
     for name, triggers, source, replacement in _RULES:
         hit = False
         for trigger in triggers:
-            if trigger.islower() or not any(ch.isalpha() for ch in trigger):
+            if not _case_sensitive(trigger):
                 if lowered is None:
                     lowered = text.lower()
                 if trigger in lowered:
@@ -200,11 +364,90 @@ def redact_secrets(text: str) -> str:
                 hit = True
                 break
         if hit:
-            text = _pattern(name, source).sub(replacement, text)
+            function = _FUNCTIONS.get(replacement)
+            text = _pattern(name, source).sub(function or replacement, text)
             lowered = None
     return text
 
 
+# -- escaped text ----------------------------------------------------------------------------------
+
+_ESCAPED_RE = re.compile(
+    r"\\u([0-9a-fA-F]{4})|&(?:#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6})|(lt|gt|quot|apos|amp|#39));"
+)
+_ENTITIES = {"lt": "<", "gt": ">", "quot": '"', "apos": "'", "amp": "&", "#39": "'"}
+
+
+def _unescape_one(match: re.Match[str]) -> str:
+    hexa, decimal, hex_entity, named = match.groups()
+    if named:
+        return _ENTITIES[named]
+    try:
+        code = int(hexa, 16) if hexa else int(decimal) if decimal else int(hex_entity, 16)
+        char = chr(code)
+    except (ValueError, OverflowError):
+        return match.group(0)
+    # A JSON escape of a quote, a backslash or a control character stays: decoding it could break
+    # JSON carried in the text.
+    if hexa and (char in '"\\' or code < 0x20 or 0xD800 <= code <= 0xDFFF):
+        return match.group(0)
+    return char
+
+
+def unescape(text: str) -> str:
+    """``\\uXXXX`` escapes and HTML character references decoded (for looking, not for storing)."""
+    return _ESCAPED_RE.sub(_unescape_one, text)
+
+
 def scrub(text: str) -> str:
-    """Both: private spans first, then credentials."""
+    """Private spans first, then credentials. Text with ``\\u`` escapes or HTML character references
+    is looked at unescaped too, so a span or a secret written that way is found (such text is then
+    kept unescaped, with the marks in place)."""
+    if "\\u" in text or "&" in text:
+        decoded = unescape(text)
+        if decoded != text:
+            cleaned = redact_secrets(strip_private(decoded))
+            if cleaned != decoded:
+                return cleaned
     return redact_secrets(strip_private(text))
+
+
+#: JSON carried in a string is scrubbed as structure up to this size (larger: as text only).
+_EMBEDDED_JSON_LIMIT = 1024 * 1024
+#: How deep JSON strings inside JSON strings are followed.
+_EMBEDDED_JSON_DEPTH = 3
+
+
+def scrub_value(value: object, *, _depth: int = 0) -> object:
+    """Scrub every string of a JSON-like value, dict keys included; a string that holds a JSON
+    object or array is scrubbed as that structure (and written back only when something changed)."""
+    if isinstance(value, str):
+        return scrub(_scrub_embedded_json(value, _depth))
+    if isinstance(value, dict):
+        return {
+            (scrub(key) if isinstance(key, str) else key): scrub_value(item, _depth=_depth)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [scrub_value(item, _depth=_depth) for item in value]
+    return value
+
+
+def _scrub_embedded_json(text: str, depth: int) -> str:
+    if depth >= _EMBEDDED_JSON_DEPTH or len(text) > _EMBEDDED_JSON_LIMIT or len(text) < 2:
+        return text
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[" or stripped[-1] not in "}]":
+        return text
+    import json
+
+    try:
+        parsed = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(parsed, (dict, list)):
+        return text
+    cleaned = scrub_value(parsed, _depth=depth + 1)
+    if cleaned == parsed:
+        return text
+    return json.dumps(cleaned, ensure_ascii=False)

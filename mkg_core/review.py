@@ -1,7 +1,8 @@
 """The human review queue and the decisions a human makes on it.
 
 The queue holds exactly what automation cannot settle: project-scoped candidates the consistency
-gate found genuinely ambiguous (``consistency_status = 'ambiguous'``), and user-scoped candidates
+gate found genuinely ambiguous (``consistency_status = 'ambiguous'``) or that read like an
+instruction to the model (``'held'``, never recalled until approved), and user-scoped candidates
 (facts about a person are never approved automatically). Oldest first, each with the live
 learnings it conflicts with (``[:CONTRADICTS]``).
 
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .embedding import embed_or_none
 from .errors import MkgError
 from .learnings import CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TEXT_LIMIT, TOMBSTONE, collapse
+from .redaction import scrub
 
 if TYPE_CHECKING:
     import neo4j
@@ -42,7 +44,7 @@ class ReviewError(MkgError):
 
 QUEUE = """
 MATCH (l:Learning {status: 'candidate'})
-WHERE (l.scope = 'project' AND l.project_id = $project_id AND l.consistency_status = 'ambiguous')
+WHERE (l.scope = 'project' AND l.project_id = $project_id AND l.consistency_status IN ['ambiguous', 'held'])
    OR (l.scope = 'user' AND l.user_id = $user_id)
 WITH l ORDER BY coalesce(l.created_at, l.updated_at) ASC, l.id LIMIT $limit
 OPTIONAL MATCH (l)-[c:CONTRADICTS]-(other:Learning)
@@ -52,13 +54,14 @@ WITH l, collect(CASE WHEN other IS NULL THEN null ELSE
 RETURN l.id AS id, l.text AS text, l.scope AS scope, l.kind AS kind, l.confidence AS confidence,
        l.source AS source, l.consistency_status AS consistency_status,
        toString(l.created_at) AS created_at,
-       CASE WHEN l.scope = 'user' THEN 'user fact' ELSE 'ambiguous conflict' END AS why,
+       CASE WHEN l.consistency_status = 'held' THEN 'reads like an instruction: ' + l.held_reason
+            WHEN l.scope = 'user' THEN 'user fact' ELSE 'ambiguous conflict' END AS why,
        [x IN conflicts WHERE x IS NOT NULL] AS conflicts
 """
 
 QUEUE_SIZE = """
 MATCH (l:Learning {status: 'candidate'})
-WHERE (l.scope = 'project' AND l.project_id = $project_id AND l.consistency_status = 'ambiguous')
+WHERE (l.scope = 'project' AND l.project_id = $project_id AND l.consistency_status IN ['ambiguous', 'held'])
    OR (l.scope = 'user' AND l.user_id = $user_id)
 RETURN count(l) AS waiting
 """
@@ -135,7 +138,7 @@ def resolve(
     new_text = None
     embedding = None
     if decision == "edit_approve":
-        new_text = collapse(text, 10_000)
+        new_text = collapse(scrub(text), 10_000) if isinstance(text, str) else None
         if not new_text:
             raise ReviewError("edit_approve needs the new text")
         if len(new_text) > TEXT_LIMIT:
@@ -149,6 +152,7 @@ def resolve(
     if decision in CONFLICT_DECISIONS and not others:
         raise ReviewError(f"{decision} needs an open conflict, and {learning_id!r} has none")
     now = datetime.now(UTC)
+    reason = scrub(reason) if isinstance(reason, str) else None
     params = {
         "id": learning_id,
         "now": now,

@@ -10,6 +10,8 @@ owner-only (mode 700):
 ``worker.log``   the worker's log, rotated
 
 A socket path longer than the system allows moves to an owner-only folder under the temp dir.
+Every folder is checked to be this user's and owner-only before it is used, and a hook asks a
+socket only when it and the process behind it (its peer credentials) are this user's.
 """
 
 from __future__ import annotations
@@ -54,10 +56,26 @@ def state_dir(environ: Mapping[str, str] | None = None) -> str:
     )
 
 
+class NotPrivate(OSError):
+    """A folder MKG keeps private belongs to someone else (or is not a folder)."""
+
+
 def ensure_private_dir(path: str) -> str:
-    """Create ``path`` (and parents) if needed; a folder MKG creates is owner-only."""
-    if not os.path.isdir(path):
+    """Create ``path`` (and parents) if needed, owner-only (mode 700); an existing one must belong
+    to this user (else :class:`NotPrivate`) and loses any group or other permissions."""
+    try:
         os.makedirs(path, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    import stat
+
+    if not stat.S_ISDIR(info.st_mode):
+        raise NotPrivate(f"{path} is not a folder (a link or a file is never trusted)")
+    if info.st_uid != os.geteuid():
+        raise NotPrivate(f"{path} belongs to another user (uid {info.st_uid}); MKG will not use it")
+    if info.st_mode & 0o077:
+        os.chmod(path, 0o700)
     return path
 
 
@@ -102,6 +120,8 @@ def write_answering_tools(paths: Paths, keys: list[str]) -> None:
 
 
 def socket_path(root: str) -> str:
+    """The worker's socket: in the state folder, or (when that path is too long for a socket) in
+    ``mkg-<uid>`` under the temp folder, which :func:`ensure_private_dir` checks is this user's."""
     path = os.path.join(root, SOCKET_FILE)
     if len(path.encode()) <= _MAX_SOCKET_PATH:
         return path
@@ -109,8 +129,32 @@ def socket_path(root: str) -> str:
     import tempfile
 
     digest = hashlib.sha256(os.path.abspath(root).encode()).hexdigest()[:16]
-    folder = os.path.join(tempfile.gettempdir(), f"mkg-{os.getuid()}")
+    folder = os.path.join(tempfile.gettempdir(), f"mkg-{os.geteuid()}")
     return os.path.join(folder, f"{digest}.sock")
+
+
+def _owned_by_me(path: str) -> bool:
+    """Whether ``path`` and its folder belong to this user (a socket another user placed is never
+    asked anything)."""
+    try:
+        return os.stat(path).st_uid == os.stat(os.path.dirname(path) or ".").st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
+def peer_uid(sock: object) -> int | None:
+    """The uid of the process at the other end of a unix socket (Linux), or None when unknown."""
+    import socket
+    import struct
+
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))  # type: ignore[attr-defined]
+    except OSError:
+        return None
+    return int(struct.unpack("3i", raw)[1])
 
 
 # -- the worker's liveness -----------------------------------------------------------------------
@@ -219,15 +263,21 @@ def worker_entry() -> None:
 def request(paths: Paths, message: dict[str, object], timeout: float) -> dict[str, object] | None:
     """Send one request to the worker and wait at most ``timeout`` seconds for its answer.
 
-    Returns None when there is no worker, it does not answer in time, or the answer is garbled.
+    Returns None when there is no worker, it does not answer in time, the answer is garbled, or
+    the socket or the process behind it is not this user's.
     """
     import socket
 
     deadline = time.monotonic() + timeout
+    if not _owned_by_me(paths.socket):
+        return None
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(max(timeout, 0.001))
             sock.connect(paths.socket)
+            uid = peer_uid(sock)
+            if uid is not None and uid != os.geteuid():
+                return None  # not this user's worker: its answer is not trusted
             sock.sendall(json.dumps(message).encode() + b"\n")
             chunks = []
             while True:

@@ -6,7 +6,8 @@ offering the same tool name stop the server at start, naming both. Startup is la
 answers ``initialize`` and ``tools/list`` without touching Neo4j; the first tool call connects (and
 applies the schema), and a call while Neo4j is down returns a tool error saying so.
 
-Transports: stdio (the default) and streamable HTTP, bound to 127.0.0.1 unless told otherwise.
+Transports: stdio (the default) and streamable HTTP (or SSE), bound to 127.0.0.1 unless told
+otherwise, behind a bearer token and Host/Origin checks (:mod:`mkg_core.http_auth`).
 """
 
 from __future__ import annotations
@@ -254,6 +255,18 @@ TRANSPORTS = {"stdio": "stdio", "http": "streamable-http", "streamable-http": "s
 @click.option("--host", "bind_host", default="127.0.0.1", show_default=True, help="Address to bind for HTTP.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Port for HTTP.")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="URL path of the HTTP endpoint.")
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --host to be an address other machines can reach (the bearer token is still required).",
+)
+@click.option(
+    "--allowed-host",
+    "extra_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Another host name clients use in their Host/Origin headers (repeatable; with --allow-remote).",
+)
 def serve_command(
     db_url: str | None,
     username: str | None,
@@ -263,8 +276,15 @@ def serve_command(
     bind_host: str,
     port: int,
     http_path: str,
+    allow_remote: bool,
+    extra_hosts: tuple[str, ...],
 ) -> None:
-    """Run the MCP server: project memory, the review queue, the graph, and plugins' tool groups."""
+    """Run the MCP server: project memory, the review queue, the graph, and plugins' tool groups.
+
+    Over HTTP every request needs the bearer token that this command prints (kept in
+    <config dir>/http-token, mode 600, or MKG_HTTP_TOKEN), and Host/Origin headers are checked.
+    """
+    from .http_auth import is_loopback
     from .plugins import make_plugin_manager
 
     environ = dict(os.environ)
@@ -279,6 +299,15 @@ def serve_command(
             neo4j_database=database,
             neo4j_transport=transport,
         )
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    chosen = TRANSPORTS[settings.neo4j_transport]
+    if chosen != "stdio" and not is_loopback(bind_host) and not allow_remote:
+        raise click.ClickException(
+            f"--host {bind_host} lets other machines reach this user's memory; pass --allow-remote to mean "
+            "it (every request still needs the bearer token)"
+        )
+    try:
         host = PluginHost(make_plugin_manager(environ=environ))
         host.configure(settings)
         runtime = Runtime(settings, host, environ, cwd)
@@ -296,19 +325,58 @@ def serve_command(
     logging.getLogger("neo4j").setLevel(logging.ERROR)
     for line in describe_groups(mounted, skipped):
         log.info(line)
-    chosen = TRANSPORTS[settings.neo4j_transport]
     try:
         if chosen == "stdio":
             server.run("stdio")
-        elif chosen == "streamable-http":
-            log.info("serving streamable HTTP on http://%s:%d%s", bind_host, port, http_path)
-            server.run("streamable-http", host=bind_host, port=port, streamable_http_path=http_path)
         else:
-            server.run("sse", host=bind_host, port=port)
+            _serve_http(server, chosen, bind_host, port, http_path, extra_hosts, environ)
     except KeyboardInterrupt:
         pass
     finally:
         runtime.close()
+
+
+def _serve_http(
+    server: Any,
+    transport: str,
+    bind_host: str,
+    port: int,
+    http_path: str,
+    extra_hosts: tuple[str, ...],
+    environ: dict[str, str],
+) -> None:
+    """Streamable HTTP (or SSE) behind the bearer token and the Host/Origin checks."""
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .envfiles import config_dir
+    from .http_auth import BearerAuth, allowed_hosts, is_loopback, load_or_create_token, token_path
+
+    token = load_or_create_token(config_dir(environ), environ)
+    hosts, origins = allowed_hosts(bind_host, extra_hosts)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+    if transport == "streamable-http":
+        app = server.streamable_http_app(
+            streamable_http_path=http_path, transport_security=security, host=bind_host
+        )
+        where = f"http://{bind_host}:{port}{http_path}"
+    else:
+        app = server.sse_app(transport_security=security, host=bind_host)
+        where = f"http://{bind_host}:{port}/sse"
+    if not is_loopback(bind_host):
+        log.warning(
+            "WARNING: bound to %s: other machines can reach this server; requests need the token and "
+            "one of these Host names: %s",
+            bind_host,
+            ", ".join(h.removesuffix(":*") for h in hosts),
+        )
+    source = "MKG_HTTP_TOKEN" if environ.get("MKG_HTTP_TOKEN") else str(token_path(config_dir(environ)))
+    log.info("serving %s on %s", "streamable HTTP" if transport == "streamable-http" else "SSE", where)
+    log.info("every request needs the header: Authorization: Bearer %s (from %s)", token, source)
+    config = uvicorn.Config(BearerAuth(app, token), host=bind_host, port=port, log_level="warning")
+    uvicorn.Server(config).run()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .spool import truncation_marker
+from .payload import truncation_marker
 
 if TYPE_CHECKING:
     import neo4j

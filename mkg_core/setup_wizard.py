@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from . import envfiles
+from . import envfiles, runtime
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ FLAG_VARIABLES = {q.variable.lower().replace("_", "-"): q.variable for q in QUES
 
 def write_env_file(path: Path, values: dict[str, str]) -> None:
     """Write ``values`` to ``path`` atomically, readable by the owner only (mode 600)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    runtime.ensure_private_dir(str(path.parent))
     lines = ["# Meta Knowledge Graph settings, written by `mkg setup`.", ""]
     lines += [envfiles.format_env_line(key, value) for key, value in values.items()]
     fd, tmp = tempfile.mkstemp(prefix=".env.", dir=path.parent)

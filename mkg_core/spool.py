@@ -2,30 +2,36 @@
 
 Standard library only: the hook appends to it. SQLite in WAL mode, so many hooks append at once
 while the worker reads; each append is one committed transaction, so an event is either fully
-in the spool or not at all. The worker marks a row ``done`` only after the graph transaction
-that stored it committed; a row the harness adapter cannot read is marked ``failed`` with the
-reason and kept for inspection.
+in the spool or not at all. The worker takes rows in the order the hooks received them and marks a
+row ``done`` only after the graph transaction that stored it committed; a row the harness adapter
+cannot read, or that the graph refuses again and again, is quarantined (``failed``, with the
+reason) and kept for inspection (``mkg worker retry`` queues it again).
+
+Two things keep capture going when the spool itself misbehaves:
+
+- a corrupt spool file is moved aside (``spool.db.corrupt-<time>``, see :func:`quarantine`) by
+  whoever finds it, hook or worker, and a new one is started;
+- a hook that cannot write the spool within its deadline (another process holds it locked) writes
+  the event to the **overflow journal** instead: one file per event in ``overflow/``, written whole
+  and then renamed into place. The worker imports them into the spool in the order they were
+  received, exactly once (event ids are unique), before it drains.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import time
 
-from .redaction import scrub
-from .runtime import ensure_private_dir
+from .runtime import SPOOL_FILE, ensure_private_dir
 
 TYPE_CHECKING = False  # typing itself is too slow to import on the hook path
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-#: Longest string the spool keeps from a payload; longer ones are cut with a marker.
-FIELD_LIMIT = 256 * 1024
-#: Extra text scrubbed past the cut, so a secret straddling it is still recognised.
-_SCRUB_MARGIN = 4096
 #: Rows the worker has stored are kept this long (for ``mkg status``), then pruned.
 DONE_RETENTION_SECONDS = 24 * 3600
 
@@ -64,6 +70,7 @@ CREATE TABLE IF NOT EXISTS events (
     done_at REAL
 );
 CREATE INDEX IF NOT EXISTS events_by_state ON events (state, seq);
+CREATE INDEX IF NOT EXISTS events_in_received_order ON events (state, received_at, seq);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -82,13 +89,24 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_one_pending ON jobs (name, key) WHERE sta
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, not_before, id);
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: The overflow journal's folder (in the state folder) and the name a quarantined spool gets.
+OVERFLOW_DIR = "overflow"
+CORRUPT_SUFFIX = ".corrupt-"
 PENDING, DONE, FAILED = "pending", "done", "failed"
 _COLUMNS = "seq, event_id, client, event, session_id, received_at, record, attempts"
 
 
 class SpoolError(Exception):
-    """The spool cannot be opened or written (corrupt file, full disk, permissions)."""
+    """The spool cannot be opened or written (corrupt file, full disk, locked, permissions)."""
+
+    @property
+    def corrupt(self) -> bool:
+        return "the file is corrupt" in str(self)
+
+    @property
+    def locked(self) -> bool:
+        return "locked" in str(self) or "busy" in str(self)
 
 
 # -- building a record (in the hook) ---------------------------------------------------------------
@@ -106,31 +124,6 @@ def event_id(client: str, session_id: str, event: str, received_at: str, digest:
     return f"{client}:{session_id}:{event}:{hashlib.sha256(basis).hexdigest()[:16]}"
 
 
-def truncation_marker(total: int) -> str:
-    return f"…[truncated: {total} chars]"
-
-
-def sanitize(value: object, truncated: list[str], path: str = "") -> object:
-    """Scrub private spans and secrets from every string; cut strings over :data:`FIELD_LIMIT`.
-
-    ``truncated`` collects the paths of cut strings, so nothing is dropped silently.
-    """
-    if isinstance(value, str):
-        if len(value) <= FIELD_LIMIT:
-            return scrub(value)
-        kept = scrub(value[: FIELD_LIMIT + _SCRUB_MARGIN])[:FIELD_LIMIT]
-        truncated.append(path or "$")
-        return kept + truncation_marker(len(value))
-    if isinstance(value, dict):
-        return {
-            key: sanitize(item, truncated, f"{path}.{key}" if path else str(key))
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [sanitize(item, truncated, f"{path}[{index}]") for index, item in enumerate(value)]
-    return value
-
-
 # -- the spool file ---------------------------------------------------------------------------------
 
 
@@ -145,6 +138,7 @@ class Spool:
                 ensure_private_dir(folder)
             if not os.path.exists(path):
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            self.inode = os.stat(path).st_ino
             self.db = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA synchronous=FULL")
             if self.db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
@@ -155,6 +149,14 @@ class Spool:
 
     def close(self) -> None:
         self.db.close()
+
+    def replaced(self) -> bool:
+        """Whether the file at this spool's path is no longer the one this connection opened (a
+        hook quarantined it as corrupt)."""
+        try:
+            return os.stat(self.path).st_ino != self.inode
+        except OSError:
+            return True
 
     def __enter__(self) -> Spool:
         return self
@@ -296,10 +298,11 @@ class Spool:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def pending(self, limit: int = 100, after: int = 0) -> list[SpoolRow]:
+    def pending(self, limit: int = 100) -> list[SpoolRow]:
+        """The next pending rows, in the order the hooks received them."""
         rows = self.db.execute(
-            f"SELECT {_COLUMNS} FROM events WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?",
-            (after, limit),
+            f"SELECT {_COLUMNS} FROM events WHERE state = 'pending' ORDER BY received_at, seq LIMIT ?",
+            (limit,),
         ).fetchall()
         return [SpoolRow(*row) for row in rows]
 
@@ -391,6 +394,132 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+# -- the overflow journal ------------------------------------------------------------------------------
+
+
+def overflow_dir(root: str) -> str:
+    return os.path.join(root, OVERFLOW_DIR)
+
+
+def write_overflow(root: str, received_ns: int, entry: dict[str, object]) -> str:
+    """Journal one event that could not reach the spool in time; return the file written.
+
+    The file is written under a temporary name and renamed, so the worker never reads half of one;
+    its name sorts in the order the hooks received the events."""
+    folder = ensure_private_dir(overflow_dir(root))
+    name = (
+        f"{received_ns:020d}-{os.getpid()}-{hashlib.sha256(str(entry['event_id']).encode()).hexdigest()[:12]}"
+    )
+    temporary = os.path.join(folder, f".{name}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(entry, handle, ensure_ascii=False)
+    final = os.path.join(folder, name + ".json")
+    os.replace(temporary, final)
+    return final
+
+
+def overflow_files(root: str) -> list[str]:
+    """The journal's complete entries, oldest first."""
+    try:
+        names = sorted(n for n in os.listdir(overflow_dir(root)) if n.endswith(".json"))
+    except OSError:
+        return []
+    return [os.path.join(overflow_dir(root), n) for n in names]
+
+
+def import_overflow(spool: Spool, root: str) -> int:
+    """Move the journal's entries into the spool, oldest first; return how many were new.
+
+    An entry is deleted only after the row holding it committed; one imported twice (a crash
+    between the two) is ignored the second time, so every event arrives exactly once."""
+    imported = 0
+    for path in overflow_files(root):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                entry = json.load(handle)
+            fields = {key: entry[key] for key in ("event_id", "client", "event", "session_id", "received_at")}
+            record = entry["record"]
+        except (OSError, ValueError, KeyError, TypeError):
+            with contextlib.suppress(OSError):
+                os.replace(path, path + ".unreadable")
+            continue
+        _, new = spool.append(record=record, **{k: str(v) for k, v in fields.items()})
+        imported += int(new)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return imported
+
+
+# -- a corrupt spool ------------------------------------------------------------------------------------
+
+
+def quarantined_spools(root: str) -> list[str]:
+    """Spool files moved aside as corrupt, oldest first."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    marker = SPOOL_FILE + CORRUPT_SUFFIX
+    return sorted(
+        os.path.join(root, n) for n in names if n.startswith(marker) and not n.endswith(("-wal", "-shm"))
+    )
+
+
+def quarantine(path: str, *, timeout: float = 2.0) -> str | None:
+    """Move a corrupt spool (and its WAL files) aside as ``<path>.corrupt-<time>``; return the new
+    name, or None when it turned out healthy (another process already replaced it).
+
+    One process at a time decides, under a lock, after checking again that the file is corrupt."""
+    import fcntl
+
+    folder = os.path.dirname(path) or "."
+    fd = os.open(os.path.join(folder, ".spool-recovery.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.01)
+        if not _corrupt(path):
+            return None
+        aside = f"{path}{CORRUPT_SUFFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path + suffix, aside + suffix)
+        return aside
+    finally:
+        os.close(fd)
+
+
+def _corrupt(path: str) -> bool:
+    try:
+        db = sqlite3.connect(path, timeout=0.5)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            db.execute("PRAGMA quick_check(1)").fetchone()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        return "locked" not in str(exc) and "busy" not in str(exc)
+    return False
+
+
+def open_spool(path: str, *, timeout: float = 10.0) -> tuple[Spool, str | None]:
+    """The spool, after moving a corrupt one aside if need be; also the quarantined file's name."""
+    try:
+        return Spool(path, timeout=timeout), None
+    except SpoolError as exc:
+        if not exc.corrupt:
+            raise
+    aside = quarantine(path)
+    return Spool(path, timeout=timeout), aside
 
 
 def _describe(exc: BaseException) -> str:

@@ -187,13 +187,23 @@ def mcp_server(env: Mapping[str, str], *args: str, bin_dir: Path = BIN_DIR) -> A
     )
 
 
-def mcp_session(target: Any, work: Any) -> Any:
-    """Connect the SDK's client to ``target`` (stdio parameters or a URL); return ``await work(client)``."""
+def mcp_session(target: Any, work: Any, *, token: str | None = None) -> Any:
+    """Connect the SDK's client to ``target`` (stdio parameters or a URL, with the bearer ``token``
+    for HTTP); return ``await work(client)``."""
     import asyncio
 
     from mcp import Client
 
     async def main() -> Any:
+        if isinstance(target, str) and token is not None:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            async with (
+                create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+                Client(streamable_http_client(target, http_client=http), read_timeout_seconds=120) as client,
+            ):
+                return await work(client)
         async with Client(target, read_timeout_seconds=120) as client:
             return await work(client)
 
@@ -247,13 +257,24 @@ def check_golden_payload(adapter: HarnessAdapter, path: Path, expected: dict[str
     assert event.raw == json.loads(raw)
 
 
+#: Hook deadlines for tests that check what the worker answers, not how fast: long enough for a
+#: machine whose cores are all busy (``make test-under-load``). A test about a deadline sets its own.
+ANSWER_DEADLINES = {
+    "MKG_HOOK_DEADLINE_SESSION_START": "30",
+    "MKG_HOOK_DEADLINE_PROMPT": "30",
+    "MKG_HOOK_DEADLINE_TOOL": "30",
+    "MKG_HOOK_DEADLINE_CAPTURE": "30",
+}
+
+
 @dataclass
 class CaptureRig:
     """Drives the real ``mkg-hook`` and ``mkg worker`` processes on a private state folder.
 
     Hooks do not start the worker on their own here (``MKG_WORKER_AUTOSTART=0``) unless a test
-    asks them to; :meth:`drain` runs ``mkg worker --once`` and :meth:`start_worker` a foreground
-    worker. Every worker is stopped at teardown.
+    asks them to, and they wait for answers as long as :data:`ANSWER_DEADLINES` says; :meth:`drain`
+    runs ``mkg worker --once`` and :meth:`start_worker` a foreground worker. Every worker is stopped
+    at teardown.
     """
 
     env: dict[str, str]
@@ -355,18 +376,21 @@ class CaptureRig:
 
 
 @pytest.fixture(autouse=True)
-def isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def isolated_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
     """No developer settings leak in: a throw-away HOME and config dir, no MKG/NEO4J/... variables."""
     for key in list(os.environ):
         if key.startswith(_LEAKY_PREFIXES):
             monkeypatch.delenv(key)
     home = tmp_path_factory.mktemp("home")
+    state = home / ".local" / "state" / "meta-knowledge-graph"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MKG_CONFIG_DIR", str(home / ".config" / "meta-knowledge-graph"))
-    monkeypatch.setenv("MKG_STATE_DIR", str(home / ".local" / "state" / "meta-knowledge-graph"))
+    monkeypatch.setenv("MKG_STATE_DIR", str(state))
     # A hook run by a test never leaves a background worker behind (the capture rig starts its own).
     monkeypatch.setenv("MKG_WORKER_AUTOSTART", "0")
-    return home
+    yield home
 
 
 @pytest.fixture
@@ -434,6 +458,7 @@ def capture(isolated_environment: Path, request: pytest.FixtureRequest) -> Itera
             "MKG_WORKER_AUTOSTART": "0",
             "MKG_WORKER_IDLE_SECONDS": "60",
             "NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
+            **ANSWER_DEADLINES,
         }
     )
     if "neo4j_server" in request.fixturenames or "graph" in request.fixturenames:

@@ -13,7 +13,8 @@ Two formats, told apart record by record:
 
 The rationale of a call is the assistant text said since the last user or tool-result message, up to
 the call; calls issued together share it. Unreadable lines are skipped; a missing or unreadable
-file reads as no transcript.
+file reads as no transcript. What is read is scrubbed (private spans, credentials) before anyone
+sees it: a transcript never passed through the hook.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from .redaction import scrub, scrub_value
 
 #: Largest transcript read (a longer one is read up to here).
 MAX_BYTES = 64 * 1024 * 1024
@@ -68,7 +71,16 @@ def read_transcript(path: str | None) -> Transcript | None:
             continue
         if isinstance(record, dict):
             reader.feed(record)
-    return reader.transcript
+    return _scrubbed(reader.transcript)
+
+
+def _scrubbed(transcript: Transcript) -> Transcript:
+    """A transcript is raw harness output that no hook saw: scrub it like a hook's payload."""
+    for call in transcript.calls.values():
+        call.input = scrub_value(call.input)
+        call.rationale = scrub(call.rationale) if call.rationale else call.rationale
+        call.result = scrub_value(call.result) if call.result else call.result  # type: ignore[assignment]
+    return transcript
 
 
 class _Reader:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
+
 from . import runtime
 from .contrib import CaptureContext, CaptureHandler, ContextProvider, Embedder, Job, QueryTool
 from .errors import ConfigError, GraphUnavailable, MkgError, PayloadError
@@ -43,7 +45,7 @@ from .plugins import make_plugin_manager
 from .schema import apply_schema
 from .sessions import CapturedEvent, record_event
 from .settings import Settings, load_settings, secret
-from .spool import ENV_HINT_KEYS, JobRow, Spool, SpoolError, SpoolRow
+from .spool import ENV_HINT_KEYS, JobRow, Spool, SpoolError, SpoolRow, import_overflow, open_spool
 
 log = logging.getLogger("mkg.worker")
 
@@ -51,8 +53,9 @@ log = logging.getLogger("mkg.worker")
 BATCH_SIZE = 200
 #: How often the spool is checked for new rows when nothing wakes the worker, in seconds.
 POLL_INTERVAL = 0.05
-#: A row that keeps failing for a reason other than an unreachable graph is given up after this.
-MAX_ATTEMPTS = 5
+#: A row the graph keeps refusing (not because it is unreachable) is quarantined after this many
+#: attempts; it never holds back the rows behind it.
+QUARANTINE_AFTER = 3
 #: Backoff while Neo4j is unreachable or the settings are invalid, in seconds.
 BACKOFF_START, BACKOFF_MAX = 0.5, 15.0
 #: How long cached settings and identities are trusted, in seconds.
@@ -200,17 +203,22 @@ class Worker:
         return not self.spool.pending(1) and not self.spool.job_counts()["pending"]
 
     def _open_spool(self) -> Spool:
-        try:
-            return Spool(self.paths.spool)
-        except SpoolError as exc:
-            if "corrupt" not in str(exc):
-                raise
-            aside = f"{self.paths.spool}.corrupt-{int(time.time())}"
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(OSError):
-                    os.replace(self.paths.spool + suffix, aside + suffix)
+        spool, aside = open_spool(self.paths.spool)
+        if aside:
             log.error("the spool was corrupt; moved it to %s and started a new one", aside)
-            return Spool(self.paths.spool)
+        return spool
+
+    def _fresh_spool(self) -> None:
+        """Reopen the spool when a hook moved a corrupt one aside, and take in the overflow
+        journal (events hooks could not spool in time), oldest first."""
+        if self.spool.replaced():
+            log.warning("the spool file was replaced (a corrupt one was moved aside): reopening it")
+            with contextlib.suppress(Exception):
+                self.spool.close()
+            self.spool = self._open_spool()
+        imported = import_overflow(self.spool, self.paths.root)
+        if imported:
+            log.info("imported %d event(s) from the overflow journal", imported)
 
     # -- draining -------------------------------------------------------------------------------
 
@@ -218,6 +226,7 @@ class Worker:
         """Store the next batch of pending rows. Return True when some rows were handled."""
         if time.monotonic() < self._retry_at:
             return False
+        self._fresh_spool()
         rows = self.spool.pending(BATCH_SIZE)
         if not rows:
             return False
@@ -239,6 +248,10 @@ class Worker:
             return False
         self._backoff = BACKOFF_START
         self._retry_at = 0.0
+        if self.last_error is not None:  # recovered: `mkg status` shows no stale error
+            log.info("events flow again")
+            self.last_error = None
+            self.spool.set_meta({"last_error": None, "last_error_at": None, "recovered_at": time.time()})
         return True
 
     def _prepare_or_fail(self, row: SpoolRow) -> Prepared | None:
@@ -380,8 +393,12 @@ class Worker:
     # -- background jobs ------------------------------------------------------------------------
 
     def _run_jobs_forever(self) -> None:
-        with Spool(self.paths.spool) as spool:
+        spool = Spool(self.paths.spool)
+        try:
             while not self.stopping.is_set():
+                if spool.replaced():  # a corrupt spool was moved aside: follow the new one
+                    spool.close()
+                    spool = Spool(self.paths.spool)
                 try:
                     ran = self.run_next_job(spool)
                 except Exception:
@@ -390,6 +407,8 @@ class Worker:
                 if not ran:
                     self.job_wake.wait(1.0)
                     self.job_wake.clear()
+        finally:
+            spool.close()
 
     def run_next_job(self, spool: Spool) -> bool:
         """Run the oldest job that may run now; return False when there was none."""
@@ -437,15 +456,22 @@ class Worker:
             )
 
     def _give_up_or_retry(self, item: Prepared, exc: Exception) -> None:
+        """One row the graph refused. A transient refusal waits (the whole drain backs off); any
+        other is tried again on the next rounds, while the rows behind it go on, and after
+        :data:`QUARANTINE_AFTER` attempts the row is quarantined with its reason."""
         reason = f"{type(exc).__name__}: {exc}"
-        attempts = self.spool.note_attempt(item.row.seq, reason)
-        if attempts >= MAX_ATTEMPTS:
-            log.error("event %s failed %d times, giving up: %s", item.row.event_id, attempts, reason)
+        if isinstance(exc, (TransientError, ServiceUnavailable, SessionExpired)):
+            raise RetryLater(f"storing event {item.row.event_id} failed ({reason})")
+        attempts = item.row.attempts + 1
+        if attempts >= QUARANTINE_AFTER:
+            log.error("event %s failed %d times, quarantined: %s", item.row.event_id, attempts, reason)
             self.spool.mark_failed(item.row.seq, reason)
             self.stats["failed"] += 1
             self._advance(item.row.seq)
             return
-        raise RetryLater(f"storing event {item.row.event_id} failed ({reason})")
+        self.spool.note_attempt(item.row.seq, reason)
+        log.warning("event %s failed (attempt %d), the events behind it go on: %s", item.row.event_id,
+                    attempts, reason)  # fmt: skip
 
     def _defer(self, reason: str) -> None:
         if reason != self.last_error:
@@ -616,6 +642,10 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         worker = self.server.worker
+        uid = runtime.peer_uid(self.connection)
+        if uid is not None and uid != os.geteuid():
+            log.warning("refused a request from uid %s on the worker's socket", uid)
+            return
         try:
             line = self.rfile.readline(1024 * 1024)
             message = json.loads(line or b"{}")

@@ -12,7 +12,7 @@ import click
 
 from . import runtime
 from .cli import App, fail, pass_app, print_json
-from .spool import Spool, SpoolError
+from .spool import Spool, SpoolError, overflow_files, quarantined_spools
 
 #: CLI connection flags, as the variables the worker reads.
 _OVERRIDE_VARIABLES = {
@@ -136,7 +136,7 @@ def status_command(app: App, as_json: bool) -> None:
     else:
         click.echo(
             f"Spool:    {spool['pending']} pending, {spool['done']} stored (last 24 h),"
-            f" {spool['failed']} failed  ({spool['path']})"
+            f" {spool['failed']} quarantined  ({spool['path']})"
         )
         if spool.get("oldest_pending"):
             click.echo(f"Oldest pending event: {spool['oldest_pending']}")
@@ -146,15 +146,19 @@ def status_command(app: App, as_json: bool) -> None:
             f"Jobs:     {jobs.get('pending', 0)} waiting, {jobs.get('done', 0)} done (last 24 h),"
             f" {jobs.get('failed', 0)} given up{running}"
         )
+    if spool.get("overflow"):
+        click.echo(
+            f"Overflow: {spool['overflow']} event(s) in the overflow journal (the worker imports them)"
+        )
+    for aside in spool.get("quarantined_files") or []:
+        click.echo(f"Quarantined spool: {aside} (it was corrupt; a new spool took over)")
     if report.get("last_error"):
         click.echo(
             f"Last error: {report['last_error']}"
             + (f" (at {report['last_error_at']})" if report.get("last_error_at") else "")
         )
     if spool.get("last_failure"):
-        click.echo(
-            f"Last failed event: {spool['last_failure']}  (`mkg worker retry` queues failed events again)"
-        )
+        click.echo(f"Last quarantined event: {spool['last_failure']}  (`mkg worker retry` queues them again)")
     click.echo(f"Log:      {report['log']}")
 
 
@@ -203,6 +207,8 @@ def collect_status(paths: runtime.Paths) -> dict[str, Any]:
                 "last_failure": None,
             }
         )
+    spool["overflow"] = len(overflow_files(paths.root))
+    spool["quarantined_files"] = quarantined_spools(paths.root)
     last_error = (live or {}).get("last_error") if live else meta.get("last_error")
     last_error_at = meta.get("last_error_at")
     return {

@@ -14,8 +14,8 @@ import pytest
 from mkg_core.extraction import build_corpus, event_blocks
 from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
+from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN
 from mkg_core.learnings import learning_id
-from mkg_core.recall import FENCE_CLOSE, FENCE_OPEN
 from mkg_core.testing import CaptureRig
 
 ROOT = Path(__file__).resolve().parents[1]

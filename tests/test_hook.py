@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from mkg_core import hook, runtime
-from mkg_core.spool import FIELD_LIMIT, Spool
+from mkg_core.payload import FIELD_LIMIT
+from mkg_core.spool import Spool
 from mkg_core.testing import BIN_DIR, CaptureRig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +110,6 @@ MALFORMED = [
     pytest.param(b'{"session_id": ["x"]}', "no session_id", id="session-not-text"),
     pytest.param(b"\xff\xfe\x00\x81garbage\x80" * 100, "not UTF-8", id="binary-garbage"),
     pytest.param(b'{"session_id": "s"}', "no valid event name", id="no-event-name"),
-    pytest.param(b"[" * 100000 + b"]" * 100000, "nested too deeply", id="deep-nesting"),
 ]
 
 
@@ -195,15 +195,6 @@ def test_a_mkg_disable_file_turns_capture_off_below_it(capture: CaptureRig, tmp_
     assert _rows(capture) == []
     capture.hook("claude", "PreToolUse", {**payload, "cwd": str(tmp_path)})
     assert len(_rows(capture)) == 1
-
-
-def test_corrupt_spool_exits_zero_and_says_why(capture: CaptureRig) -> None:
-    runtime.ensure_private_dir(capture.paths.root)
-    Path(capture.paths.spool).write_bytes(b"this is not a database" * 200)
-    result = capture.hook("claude", "PreToolUse", _payload(CLAUDE, "PreToolUse"))
-    assert result.returncode == 0
-    [line] = result.stderr.decode().splitlines()
-    assert "spool" in line and "corrupt" in line and "not recorded" in line
 
 
 def test_full_disk_exits_zero_and_says_why(capture: CaptureRig) -> None:

@@ -360,7 +360,10 @@ def test_streamable_http_transport(env: dict[str, str]) -> None:
             names = {t.name for t in (await client.list_tools()).tools}
             return names, await _call(client, "neo4j_read_cypher", query="RETURN 1 AS one")
 
-        names, (error, value) = run(f"http://127.0.0.1:{port}/mcp", work)
+        token_file = Path(env["MKG_CONFIG_DIR"]) / "http-token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        token = token_file.read_text().strip()
+        names, (error, value) = run(f"http://127.0.0.1:{port}/mcp", work, token=token)
         assert names == CORE_TOOLS
         assert not error and value["rows"] == [{"one": 1}]
     finally:
@@ -368,6 +371,7 @@ def test_streamable_http_transport(env: dict[str, str]) -> None:
         _, err = proc.communicate(timeout=30)
     log = err.decode()
     assert "mounted memory (mkg_core.builtin.core)" in log and f"127.0.0.1:{port}/mcp" in log
+    assert f"Authorization: Bearer {token}" in log  # the token is shown to the user who started it
 
 
 INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"  # the newest that runs on Node 20

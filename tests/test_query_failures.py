@@ -393,7 +393,6 @@ def test_the_next_failure_gets_its_tools_fix_and_no_other(
         "Use account_id; the accounts table has no acct column.",
         "SELECT acct FROM accounts",
     )
-    rig.env["MKG_HOOK_DEADLINE_TOOL"] = "30"  # a worker that just started may still be applying the schema
     rig.start_worker()
 
     blocked = _hook(

@@ -11,16 +11,14 @@ from mkg_core.embedding import LiteLLMEmbedder
 from mkg_core.events import HookEvent
 from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
+from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN, strip_recalled
 from mkg_core.recall import (
     BOOTSTRAP_PROMPT,
-    FENCE_CLOSE,
-    FENCE_OPEN,
     InjectionEventLinks,
     estimate_tokens,
     keyword_query,
     mark_injected,
     search_learnings,
-    strip_recalled,
 )
 from mkg_core.schema import apply_schema, core_statements
 from mkg_core.settings import load_settings
@@ -30,13 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"
 CODEX = ROOT / "harnesses" / "mkg-codex" / "tests" / "payloads"
 PROJECT, USER = "recall-test", "ana@example.com"
-# Generous deadlines: these tests are about what is injected, not how fast (see docs/benchmarks.md).
-IDENTITY = {
-    "MKG_PROJECT_ID": PROJECT,
-    "MKG_USER_ID": USER,
-    "MKG_HOOK_DEADLINE_PROMPT": "20",
-    "MKG_HOOK_DEADLINE_SESSION_START": "20",
-}
+# The capture rig's deadlines are generous: these tests are about what is injected, not how fast.
+IDENTITY = {"MKG_PROJECT_ID": PROJECT, "MKG_USER_ID": USER}
 
 
 def _payload(folder: Path, event: str, **changes: object) -> dict:

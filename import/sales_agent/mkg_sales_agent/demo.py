@@ -39,8 +39,8 @@ from mkg_core.cli import App, fail, guarded, pass_app
 from mkg_core.contrib import SeedContext
 from mkg_core.graph import Graph
 from mkg_core.harness_install import executable
+from mkg_core.injection import FENCE_OPEN
 from mkg_core.llm import default_model, readiness
-from mkg_core.recall import FENCE_OPEN
 from mkg_core.schema import apply_schema
 from mkg_core.settings import Settings, load_settings
 from mkg_core.spool import Spool

@@ -12,7 +12,9 @@ import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.graphdb.QueryExecutionException;
 
 /**
- * Starts Neo4j Community embedded with Bolt on 127.0.0.1, for tests, CI and the demo.
+ * Starts Neo4j Community embedded with Bolt on 127.0.0.1, for tests, CI and the demo, hardened
+ * like every Neo4j MKG starts: no file URLs or remote URLs for LOAD CSV, no extension procedures, a
+ * per-transaction memory cap.
  *
  * <p>Configured by environment variables: NEO4J_DEV_HOME (store and logs), NEO4J_DEV_PORT (Bolt
  * port), NEO4J_DEV_PASSWORD (empty turns authentication off) and NEO4J_DEV_PAGECACHE. Prints
@@ -92,6 +94,22 @@ public final class DevNeo4j {
                 "db.tx_log.preallocate=false",
                 "db.tx_log.rotation.retention_policy=1 files",
                 "db.transaction.timeout=120s",
+                // Hardening (docs/security.md): LOAD CSV reads no file outside the (empty) import
+                // folder and fetches no URL, no extension procedure loads, one transaction cannot
+                // take the server's memory, and nothing phones home.
+                "dbms.security.allow_csv_import_from_file_urls=false",
+                "server.directories.import=import",
+                "internal.dbms.cypher_ip_blocklist=0.0.0.0/0,::/0",
+                "dbms.security.procedures.allowlist=",
+                "db.memory.transaction.max=256m",
+                "db.memory.transaction.total.max=512m",
+                "dbms.memory.transaction.total.max=512m",
+                "dbms.usage_report.enabled=false",
+                "server.fleet_discovery.enabled=false",
+                "dbms.fleet_manager.enabled=false",
+                // Stop in about a second instead of waiting twice 5 s for Bolt connections.
+                "internal.server.bolt.connection_shutdown_wait_time=0s",
+                "internal.server.bolt.thread_pool_shutdown_wait_time=0s",
                 "");
         Path conf = home.resolve("neo4j-dev.conf");
         Files.writeString(conf, text, StandardCharsets.UTF_8);

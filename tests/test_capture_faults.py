@@ -1,0 +1,257 @@
+"""Capture under faults: a corrupt or locked spool, poison rows, hostile payloads, and recovery.
+Each case lost or stalled events in an earlier version; the real hook and worker, the real Neo4j."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+from mkg_core import hook, runtime
+from mkg_core.graph import Graph
+from mkg_core.payload import CUT_KEY, DEPTH_MARKER, ID_LIMIT, MAX_DEPTH, cut_nesting
+from mkg_core.spool import overflow_files, quarantined_spools
+from mkg_core.testing import BIN_DIR, CaptureRig
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"
+
+
+def _payload(event: str, **changes: object) -> dict:
+    return {**json.loads((CLAUDE / f"{event}.json").read_text()), **changes}
+
+
+def _events(graph: Graph, session_id: str) -> list[dict]:
+    return graph.read(
+        "MATCH (:Session {session_id: $sid})-[:FIRST_EVENT]->(first) "
+        "MATCH path = (first)-[:NEXT*0..]->(last) WHERE NOT (last)-[:NEXT]->() "
+        "RETURN [n IN nodes(path) | n {.event_id, .tool_use_id, .prompt}] AS events",
+        {"sid": session_id},
+    )[0]["events"]
+
+
+def _raw_rows(rig: CaptureRig) -> list[dict]:
+    with rig.spool() as spool:
+        rows = spool.db.execute(
+            "SELECT record, state, error FROM events ORDER BY received_at, seq"
+        ).fetchall()
+    return [{"record": json.loads(r[0]), "state": r[1], "error": r[2]} for r in rows]
+
+
+# -- the spool ---------------------------------------------------------------------------------------
+
+
+def test_a_hook_recovers_a_corrupt_spool_itself(capture: CaptureRig) -> None:
+    runtime.ensure_private_dir(capture.paths.root)
+    Path(capture.paths.spool).write_bytes(b"this is not a database" * 200)
+    result = capture.hook("claude", "PreToolUse", _payload("PreToolUse"))
+    assert result.returncode == 0
+    [line] = result.stderr.decode().splitlines()
+    assert "corrupt" in line and "moved it to" in line and "spool.db.corrupt-" in line
+    assert capture.counts()["pending"] == 1  # the event is in the new spool
+    [aside] = quarantined_spools(capture.paths.root)
+    assert Path(aside).read_bytes().startswith(b"this is not a database")
+    again = capture.hook("claude", "PreToolUse", _payload("PreToolUse"))
+    assert (again.returncode, again.stderr) == (0, b"")
+    assert capture.counts()["pending"] == 2
+    status = json.loads(capture.mkg("status", "--json").stdout)
+    assert status["spool"]["quarantined_files"] == [aside]
+    assert f"Quarantined spool: {aside}" in capture.mkg("status").stdout
+    doctor = json.loads(capture.mkg("doctor", "--json").stdout)
+    assert any(c["name"] == "capture" and aside in c["detail"] for c in doctor)
+
+
+def test_a_running_worker_follows_the_new_spool(capture: CaptureRig, graph: Graph) -> None:
+    capture.start_worker()
+    capture.hook("claude", "SessionStart", _payload("SessionStart", session_id="before"))
+    capture.wait_drained()
+    garbage = Path(capture.paths.root) / "garbage"  # the spool becomes garbage under the worker's feet
+    garbage.write_bytes(b"garbage, not a database " * 200)
+    for suffix in ("-wal", "-shm"):
+        Path(capture.paths.spool + suffix).unlink(missing_ok=True)
+    os.replace(garbage, capture.paths.spool)
+    result = capture.hook("claude", "SessionStart", _payload("SessionStart", session_id="after"))
+    assert result.returncode == 0  # whoever saw the garbage first (this hook or the worker) moved it aside
+    assert len(quarantined_spools(capture.paths.root)) == 1
+    capture.wait_for(
+        lambda: graph.read("MATCH (s:Session {session_id: 'after'}) RETURN count(s) AS n")[0]["n"] == 1,
+        60,
+        "the worker to drain the new spool",
+    )
+    log = Path(capture.paths.log).read_text()
+    assert "reopening it" in log or "the spool was corrupt" in log
+
+
+def test_a_locked_spool_never_holds_a_hook_past_its_deadline(capture: CaptureRig, graph: Graph) -> None:
+    capture.hook("claude", "SessionStart", _payload("SessionStart", session_id="locked"))
+    holder = sqlite3.connect(capture.paths.spool, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the spool
+    try:
+        for index in range(3):
+            payload = _payload("PreToolUse", session_id="locked", tool_use_id=f"t{index}")
+            started = time.monotonic()
+            result = capture.hook("claude", "PreToolUse", payload, env={"MKG_HOOK_DEADLINE_CAPTURE": "0.5"})
+            took = time.monotonic() - started
+            assert result.returncode == 0 and b"overflow journal" in result.stderr
+            # The hook's own budget is 0.5 s; the margin covers starting a Python process on a busy
+            # machine. Before, every hook sat out SQLite's 10 s busy timeout and lost the event.
+            assert took < 5, took
+        prompt = _payload("UserPromptSubmit", session_id="locked")
+        result = capture.hook("claude", "UserPromptSubmit", prompt, env={"MKG_HOOK_DEADLINE_PROMPT": "0.5"})
+        assert result.returncode == 0 and result.stdout == b""
+        assert len(overflow_files(capture.paths.root)) == 4
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    capture.hook("claude", "Stop", _payload("Stop", session_id="locked"))
+    journal = overflow_files(capture.paths.root)
+    kept = Path(capture.paths.root) / "kept-copy.json"
+    shutil.copy(journal[0], kept)
+    capture.drain()
+    assert overflow_files(capture.paths.root) == []
+    shutil.copy(kept, journal[0])  # as if the worker died between importing a file and deleting it
+    capture.drain()
+    events = _events(graph, "locked")
+    assert [e["tool_use_id"] for e in events[1:4]] == ["t0", "t1", "t2"]  # in the order received
+    assert len(events) == 6 == len({e["event_id"] for e in events})  # every one, exactly once
+
+
+# -- the rows ----------------------------------------------------------------------------------------
+
+
+def test_huge_identifiers_are_clipped_and_a_row_the_graph_refuses_holds_nothing_back(
+    capture: CaptureRig, graph: Graph
+) -> None:
+    huge = "s" * 9000
+    for index in range(2):
+        result = capture.hook(
+            "claude", "PreToolUse", _payload("PreToolUse", session_id=huge, tool_use_id=f"h{index}")
+        )
+        assert result.returncode == 0
+    rows = _raw_rows(capture)
+    assert rows[0]["record"]["clipped_ids"] == {"session_id": 9000}
+    clipped = rows[0]["record"]["payload"]["session_id"]
+    assert len(clipped) < ID_LIMIT and clipped == rows[1]["record"]["payload"]["session_id"]
+    # A row that still fails in the graph (written past the hook): quarantined, and never a stall.
+    with capture.spool() as spool:
+        for index in range(2):
+            spool.append(
+                event_id=f"claude:poison{index}:PreToolUse:x",
+                client="claude",
+                event="PreToolUse",
+                session_id="p" * 9000,
+                received_at="2026-01-01T00:00:00.000000Z",
+                record={"payload": _payload("PreToolUse", session_id="p" * 9000), "truncated": []},
+            )
+    for index in range(5):
+        capture.hook(
+            "claude", "PreToolUse", _payload("PreToolUse", session_id="good", tool_use_id=f"g{index}")
+        )
+    capture.drain()  # one `mkg worker --once`: before, it stopped at the first poison row
+    assert len(_events(graph, "good")) == 5
+    assert len(_events(graph, clipped)) == 2
+    with capture.spool() as spool:
+        failed = spool.db.execute("SELECT error, attempts FROM events WHERE state = 'failed'").fetchall()
+    assert len(failed) == 2 and all(
+        attempts == 3 and "too large" in error.lower() for error, attempts in failed
+    )
+    assert capture.counts()["pending"] == 0
+
+
+def test_lone_surrogates_and_deep_nesting_keep_the_event(capture: CaptureRig, graph: Graph) -> None:
+    prompt = json.dumps(_payload("UserPromptSubmit", session_id="odd", prompt="cut mid-emoji \ud83d here"))
+    assert "\\ud83d" in prompt
+    result = capture.hook("claude", "UserPromptSubmit", prompt, env={"MKG_HOOK_DEADLINE_PROMPT": "0"})
+    assert (result.returncode, result.stderr) == (0, b"")
+    for depth in (600, 990, 5000):
+        nested: object = "bottom"
+        for _ in range(depth):
+            nested = {"n": nested}
+        body = json.dumps(_payload("PostToolUse", session_id="odd", tool_use_id=f"d{depth}"))[:-1]
+        text = body + ', "tool_response": ' + ('{"n": ' * depth) + '"bottom"' + ("}" * depth) + "}"
+        result = capture.hook("claude", "PostToolUse", text)
+        assert result.returncode == 0 and b"not recorded" not in result.stderr, result.stderr
+    rows = _raw_rows(capture)
+    assert len(rows) == 4
+    assert (
+        rows[0]["record"]["repaired"]
+        and rows[0]["record"]["payload"]["prompt"] == "cut mid-emoji \ufffd here"
+    )
+    assert all(DEPTH_MARKER in json.dumps(r["record"]["payload"], ensure_ascii=False) for r in rows[1:])
+    capture.drain()
+    events = _events(graph, "odd")
+    assert len(events) == 4 and events[0]["prompt"] == "cut mid-emoji \ufffd here"
+
+
+def test_cut_nesting_keeps_strings_and_shallow_values() -> None:
+    text = '{"a": "[[{{", "b": ' + "[" * 100 + "1" + "]" * 100 + ', "c": [1, {"d": 2}]}'
+    value = json.loads(cut_nesting(text, 3))
+    assert value["a"] == "[[{{" and value["c"] == [1, {"d": 2}]
+    assert value["b"] == [[DEPTH_MARKER]]
+
+
+def test_a_payload_of_many_small_strings_is_cut_to_its_budget(capture: CaptureRig) -> None:
+    """Hook time stays bounded because what is scrubbed is bounded (measured in benchmarks/soak.py)."""
+    payload = _payload("PostToolUse", session_id="many")
+    payload["tool_input"] = {"list": ["x"] * 200_000}
+    payload["tool_response"] = {f"k{i}": "v" for i in range(300_000)}
+    err = io.StringIO()
+    hook.main(
+        ["--client", "claude", "PostToolUse"],
+        stdin=io.BytesIO(json.dumps(payload).encode()),
+        stderr=err,
+        environ={**capture.env, "MKG_WORKER_AUTOSTART": "0"},
+    )
+    assert "truncated" in err.getvalue() and "the event was recorded" in err.getvalue()
+    [row] = _raw_rows(capture)
+    kept = row["record"]["payload"]
+    assert kept["tool_input"]["list"][-1].startswith("…[cut: ") and len(kept["tool_input"]["list"]) < 60_000
+    assert "more keys not recorded" in kept[CUT_KEY]  # the tool response, whole, past the budget
+    assert kept["tool_use_id"] == payload["tool_use_id"] and kept["session_id"] == "many"
+
+
+def test_nesting_deeper_than_the_limit_is_cut_with_a_marker(capture: CaptureRig) -> None:
+    nested: object = "bottom"
+    for _ in range(MAX_DEPTH + 10):
+        nested = [nested]
+    result = capture.hook("claude", "PostToolUse", _payload("PostToolUse", tool_response=nested))
+    assert result.returncode == 0
+    [row] = _raw_rows(capture)
+    assert DEPTH_MARKER in json.dumps(row["record"]["payload"], ensure_ascii=False)
+    assert row["record"]["truncated"]
+
+
+def test_the_overflow_journal_is_private(capture: CaptureRig) -> None:
+    holder = sqlite3.connect(capture.paths.spool, isolation_level=None)
+    runtime.ensure_private_dir(capture.paths.root)
+    holder.execute("CREATE TABLE IF NOT EXISTS x (y)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        capture.hook("claude", "Stop", _payload("Stop"), env={"MKG_HOOK_DEADLINE_CAPTURE": "0.2"})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    [entry] = overflow_files(capture.paths.root)
+    assert os.stat(entry).st_mode & 0o777 == 0o600
+    assert os.stat(os.path.dirname(entry)).st_mode & 0o777 == 0o700
+
+
+def test_mkg_status_shows_what_waits_in_the_journal(capture: CaptureRig) -> None:
+    holder = sqlite3.connect(capture.paths.spool, isolation_level=None)
+    runtime.ensure_private_dir(capture.paths.root)
+    holder.execute("CREATE TABLE IF NOT EXISTS x (y)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        capture.hook("claude", "Stop", _payload("Stop"), env={"MKG_HOOK_DEADLINE_CAPTURE": "0.2"})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    out = subprocess.run(
+        [str(BIN_DIR / "mkg"), "status"], env=capture.env, capture_output=True, text=True, check=False
+    ).stdout
+    assert "Overflow: 1 event(s) in the overflow journal" in out
