@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from . import runtime
 from .errors import MkgError
 
 PLUGIN_NAME = "meta-knowledge-graph"
@@ -258,6 +259,43 @@ def write_or_list(payload: Payload, root: Path, *, dry_run: bool, echo: Callable
         return
     payload.write(root)
     echo(f"wrote the plugin to {root}")
+
+
+def warm_mcp(echo: Callable[[str], None], timeout: float = 120) -> bool:
+    """Start MKG's MCP server once (``initialize`` and ``tools/list``): it starts the worker and keeps
+    the answers, so a harness's first session gets the tools at once. Return whether it answered."""
+    from . import mcp_proxy
+
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "mkg", "version": "1"},
+    }
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    ]
+    if not mcp_proxy.worker_possible(runtime.Paths.from_env()):
+        return False  # MKG_WORKER_AUTOSTART=0 and no worker: nothing would be kept
+    try:
+        done = subprocess.run(
+            [executable("meta-knowledge-graph")],
+            input="".join(json.dumps(m) + "\n" for m in messages),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired, InstallError) as exc:
+        echo(f"note: MKG's MCP server did not answer in time ({exc}); its first start will be slower")
+        return False
+    answered = '"id":2' in done.stdout.replace(" ", "") and '"tools"' in done.stdout
+    if answered:
+        echo("MKG's MCP server answered from the worker (its tools are kept for a quick first start)")
+    else:
+        echo(f"note: MKG's MCP server did not answer: {done.stderr.strip()[-300:] or 'no reply'}")
+    return answered
 
 
 def harness_runner(

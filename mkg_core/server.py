@@ -12,12 +12,15 @@ otherwise, behind a bearer token and Host/Origin checks (:mod:`mkg_core.http_aut
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
 import logging
 import os
 import sys
 import threading
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +65,8 @@ class Runtime:
     host: PluginHost
     environ: dict[str, str]
     cwd: str
+    #: The worker's shared connections (a session inside the worker); None: connect here.
+    connect: Callable[[Settings], Graph] | None = None
     _graph: Graph | None = None
     _schema_done: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -71,6 +76,8 @@ class Runtime:
     def graph(self) -> Graph:
         from .schema import apply_schema
 
+        if self.connect is not None:
+            return self.connect(self.settings)
         with self._lock:
             if self._graph is None:
                 self._graph = Graph.connect(self.settings, connection_timeout=5.0, max_retry_time=5.0)
@@ -379,5 +386,56 @@ def _serve_http(
     uvicorn.Server(config).run()
 
 
+# -- a session inside the worker ------------------------------------------------------------------------
+
+
+def serve_session(
+    sock: Any, hello: dict[str, Any], host: PluginHost, connect: Callable[[Settings], Graph]
+) -> None:
+    """Serve one ``meta-knowledge-graph`` proxy over ``sock`` (the worker's socket, after the hello
+    line): the same server a ``mkg serve`` process builds, with the proxy's environment and folder,
+    on the worker's connections. Returns when the proxy goes away."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    environ = {str(k): str(v) for k, v in (hello.get("env") or {}).items()}
+    cwd = str(hello.get("cwd") or environ.get("HOME") or "/")
+    try:
+        settings = load_settings(
+            environ=environ, project_root=environ.get("MKG_PROJECT_ROOT") or git_root(cwd) or cwd
+        )
+        server, _, _ = build_server(Runtime(settings, host, environ, cwd, connect=connect))
+    except (ConfigError, PluginError) as exc:
+        sock.sendall(json.dumps({"ok": False, "error": str(exc)}).encode() + b"\n")
+        return
+    sock.sendall(
+        json.dumps({"ok": True, "protocol_versions": list(HANDSHAKE_PROTOCOL_VERSIONS)}).encode() + b"\n"
+    )
+    reader = sock.makefile("r", encoding="utf-8", newline="\n")
+    writer = sock.makefile("w", encoding="utf-8", newline="\n")
+
+    async def run() -> None:
+        async with stdio_server(stdin=anyio.wrap_file(reader), stdout=anyio.wrap_file(writer)) as streams:
+            lowlevel = server._lowlevel_server  # the SDK runs a server only on its own stdio otherwise
+            await lowlevel.run(streams[0], streams[1], lowlevel.create_initialization_options())
+
+    try:
+        anyio.run(run)
+    finally:
+        for handle in (reader, writer):
+            with contextlib.suppress(Exception):
+                handle.close()
+
+
+def warm_up(host: PluginHost, settings: Settings) -> None:
+    """Import the MCP SDK and build a server once, so the worker's first session is quick."""
+    build_server(Runtime(settings, host, {}, "/"))
+
+
 def main(argv: list[str] | None = None) -> None:
     serve_command.main(args=argv, prog_name="meta-knowledge-graph")
+
+
+if __name__ == "__main__":
+    main()

@@ -143,6 +143,30 @@ def scratch_neo4j(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
             server.stop()
 
 
+@contextlib.contextmanager
+def cpu_burners(count: int | None = None) -> Iterator[None]:
+    """Busy loops on every core (or ``count``), for tests that must hold on a loaded machine."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(count if count is not None else os.cpu_count() or 2)
+    ]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
+def first_model_request(bodies: list[str], marker: str) -> str:
+    """The first request body that is a model request (holds ``marker``, such as ``"messages"``)."""
+    for body in bodies:
+        if marker in body:
+            return body
+    raise AssertionError(f"no model request among {len(bodies)} bodies")
+
+
 def npm_tool(spec: str, folder: str, binary: str) -> Path:
     """A command from an npm package (``spec`` pins the version), installed once into
     ``<repo>/.cache/<folder>`` (git-ignored) and reused by later runs."""
@@ -388,9 +412,26 @@ def isolated_environment(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MKG_CONFIG_DIR", str(home / ".config" / "meta-knowledge-graph"))
     monkeypatch.setenv("MKG_STATE_DIR", str(state))
-    # A hook run by a test never leaves a background worker behind (the capture rig starts its own).
+    # A hook run by a test never leaves a background worker behind (the capture rig starts its own);
+    # a test that lets one start (an MCP session does) has it stopped here.
     monkeypatch.setenv("MKG_WORKER_AUTOSTART", "0")
     yield home
+    stop_worker(runtime.Paths(str(state)))
+
+
+def stop_worker(paths: runtime.Paths, timeout: float = 20) -> None:
+    """Stop the worker of ``paths`` if one runs (SIGTERM, then SIGKILL)."""
+    pid = runtime.worker_pid(paths)
+    if not pid or pid < 0:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while runtime.worker_pid(paths) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        if runtime.worker_pid(paths) is not None:
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture

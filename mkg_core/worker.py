@@ -110,6 +110,7 @@ class Worker:
         self._query_tools: dict[Any, dict[str, QueryTool]] = {}
         self._embedders: dict[Any, Embedder | None] = {}
         self.job_running: str | None = None
+        self.mcp_sessions = 0
         self.job_wake = threading.Event()
         self.idle_seconds = self.settings.worker_idle_seconds
         self.stopping = threading.Event()
@@ -149,6 +150,7 @@ class Worker:
         log.info("worker %s started (spool %s, socket %s)", os.getpid(), self.paths.spool, self.paths.socket)
         self.spool.prune()
         self.publish_answering_tools()
+        threading.Thread(target=self._warm_mcp, name="mkg-mcp-warm", daemon=True).start()
         try:  # connect and apply the schema now, not while a hook waits for an answer
             self.graph_for(self.settings)
         except GraphUnavailable as exc:
@@ -198,7 +200,11 @@ class Worker:
     def _idle_expired(self) -> bool:
         if self.idle_seconds <= 0:
             return False
-        if time.monotonic() - self.last_activity <= self.idle_seconds or self.job_running:
+        if (
+            time.monotonic() - self.last_activity <= self.idle_seconds
+            or self.job_running
+            or self.mcp_sessions
+        ):
             return False
         return not self.spool.pending(1) and not self.spool.job_counts()["pending"]
 
@@ -603,6 +609,30 @@ class Worker:
                 texts.append(text.strip())
         return prepared.adapter.render_injection(event, "\n\n".join(texts))
 
+    def serve_mcp(self, sock: Any, hello: dict[str, Any]) -> None:
+        """One MCP session for a ``meta-knowledge-graph`` proxy, until it goes away."""
+        from .server import serve_session
+
+        with self._graph_lock:
+            self.mcp_sessions += 1
+        self.last_activity = time.monotonic()
+        try:
+            serve_session(sock, hello, self.host, self.graph_for)
+        except Exception as exc:
+            log.warning("an MCP session ended with an error: %s: %s", type(exc).__name__, exc)
+        finally:
+            with self._graph_lock:
+                self.mcp_sessions -= 1
+            self.last_activity = time.monotonic()
+
+    def _warm_mcp(self) -> None:
+        try:
+            from .server import warm_up
+
+            warm_up(self.host, self.settings)
+        except Exception as exc:
+            log.warning("the MCP server could not warm up: %s", exc)
+
     def status(self) -> dict[str, Any]:
         with Spool(self.paths.spool) as spool:
             counts = spool.counts()
@@ -616,6 +646,7 @@ class Worker:
             "pending": counts["pending"],
             "last_error": self.last_error,
             "connections": sorted({key[0] for key in self._graphs}),
+            "mcp_sessions": self.mcp_sessions,
             **self.stats,
         }
 
@@ -651,6 +682,9 @@ class _Handler(socketserver.StreamRequestHandler):
             message = json.loads(line or b"{}")
             op = message.get("op") if isinstance(message, dict) else None
             reply: dict[str, Any]
+            if op == "mcp":  # a meta-knowledge-graph proxy: this connection becomes its MCP session
+                worker.serve_mcp(self.connection, message)
+                return
             if op == "answer":
                 reply = {"stdout": worker.answer(int(message["seq"]), float(message.get("deadline", 1.0)))}
             elif op == "status":

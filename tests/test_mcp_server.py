@@ -54,6 +54,8 @@ def env(neo4j_server: Neo4jServer, graph: Graph, fake_llm: FakeLLM, tmp_path: Pa
         "MKG_PROJECT_ID": PROJECT,
         "MKG_USER_ID": USER,
         "MKG_RECALL_MIN_SIMILARITY": "0.1",
+        # meta-knowledge-graph is the proxy to the server in the worker, which it starts
+        "MKG_WORKER_AUTOSTART": "1",
     }
 
 
@@ -76,7 +78,12 @@ def call_error(env: dict[str, str], name: str, **arguments: Any) -> str:
 
 
 def test_tools_list_answers_without_neo4j_and_calls_say_it_is_down(tmp_path: Path) -> None:
-    down = {**os.environ, "NEO4J_URI": f"bolt://127.0.0.1:{free_port()}", "MKG_PROJECT_ID": PROJECT}
+    down = {
+        **os.environ,
+        "NEO4J_URI": f"bolt://127.0.0.1:{free_port()}",
+        "MKG_PROJECT_ID": PROJECT,
+        "MKG_WORKER_AUTOSTART": "1",
+    }
 
     async def work(client: Client) -> tuple[set[str], tuple[bool, Any]]:
         tools = await client.list_tools()
@@ -318,8 +325,10 @@ def test_plugin_tool_groups_mount_when_enabled(env: dict[str, str]) -> None:
 
 
 def test_a_tool_name_clash_stops_the_server_naming_both_plugins(env: dict[str, str]) -> None:
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     result = subprocess.run(
         [str(BIN_DIR / "meta-knowledge-graph")],
+        input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}) + "\n",
         env={**env, **PROBE, "MKG_PROBE_CLASH": "1"},
         capture_output=True,
         text=True,

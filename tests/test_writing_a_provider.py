@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,9 @@ def test_the_example_builds_installs_and_works(
     _run(sys.executable, "-m", "venv", str(venv))
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     _run(*pip, "-e", str(ROOT))
-    _run(*pip, str(EXAMPLE))  # built into a wheel and installed, as a user would
+    source = tmp_path / "mkg-glossary"  # built from a copy: the build leaves files where it runs
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    _run(*pip, str(source))  # built into a wheel and installed, as a user would
     env = {**capture.env, "MKG_PROJECT_ID": PROJECT}
 
     rows = {

@@ -41,7 +41,7 @@ def mkg_register_tool_groups(config):
         ToolGroup(
             "probe-gated",
             (ToolSpec("probe_secret", probe_secret, "Needs PROBE_TOKEN."),),
-            enabled=lambda settings: bool(os.environ.get("PROBE_TOKEN")),
+            enabled=lambda settings: bool(settings.get("PROBE_TOKEN")),
         ),
     ]
     if os.environ.get("MKG_PROBE_CLASH"):

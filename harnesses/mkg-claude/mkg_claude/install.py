@@ -26,6 +26,7 @@ from mkg_core.harness_install import (
     harness_runner,
     package_files,
     plugin_payload,
+    warm_mcp,
     write_or_list,
 )
 
@@ -55,6 +56,7 @@ def install(scope: str, dry_run: bool, echo: Callable[[str], None] = click.echo)
     run([claude, "plugin", "uninstall", PLUGIN_REF, "--scope", scope], ok_if=("not installed", "not found"))
     run([claude, "plugin", "install", PLUGIN_REF, "--scope", scope])
     if not run.dry_run:
+        warm_mcp(echo)
         echo(
             "MKG is installed in Claude Code: start a new session to use it (`mkg doctor` checks the setup)."
         )

@@ -40,6 +40,7 @@ from mkg_core.harness_install import (
     package_files,
     pinned_env,
     plugin_payload,
+    warm_mcp,
     write_or_list,
 )
 
@@ -200,6 +201,7 @@ def install(dry_run: bool, echo: Callable[[str], None] = click.echo) -> None:
         )
     write_trust(codex_home() / "config.toml", block)
     echo(f"recorded trust for {trusted} hooks in {codex_home() / 'config.toml'}")
+    warm_mcp(echo)
     echo("MKG is installed in Codex: start a new session to use it (`mkg doctor` checks the setup).")
 
 

@@ -1,0 +1,254 @@
+"""``meta-knowledge-graph`` as a harness starts it: a standard-library proxy to the MCP server that
+lives, warm, in the per-user worker. Driven as raw JSON-RPC over stdio (what Claude Code and Codex
+send), against the real worker and Neo4j."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mkg_core import mcp_proxy, runtime
+from mkg_core.graph import Graph
+from mkg_core.testing import BIN_DIR, Neo4jServer
+
+HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+CORE_TOOLS = {
+    "project_get_context",
+    "project_add_learning",
+    "project_review_queue",
+    "project_resolve_learning",
+    "neo4j_get_schema",
+    "neo4j_read_cypher",
+}
+
+
+class Session:
+    """A harness's side of one ``meta-knowledge-graph`` process."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [str(BIN_DIR / "meta-knowledge-graph")],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.next_id = 0
+        self.notes: list[dict[str, Any]] = []
+
+    def send(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self.next_id += 1
+            message["id"] = self.next_id
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+        return message.get("id")
+
+    def reply(self, mid: Any, timeout: float = 120) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                break
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"the proxy exited: {self.stderr()}")
+            message = json.loads(line)
+            if message.get("id") == mid:
+                return message
+            self.notes.append(message)
+        raise AssertionError(f"no answer to request {mid} in {timeout} s")
+
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 120) -> dict[str, Any]:
+        return self.reply(self.send(method, params), timeout)
+
+    def start(self) -> dict[str, Any]:
+        answer = self.call("initialize", HELLO)
+        self.send("notifications/initialized", notify=True)
+        return answer
+
+    def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
+        answer = self.call("tools/call", {"name": name, "arguments": arguments})
+        assert "result" in answer, answer
+        return answer
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        return self.proc.stderr.read().decode() if self.proc.stderr else ""
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+
+
+@pytest.fixture
+def env(neo4j_server: Neo4jServer, graph: Graph) -> dict[str, str]:
+    return {
+        **os.environ,
+        **neo4j_server.settings_env(),
+        "MKG_PROJECT_ID": "proxy-test",
+        "MKG_USER_ID": "ana@example.com",
+        "MKG_WORKER_AUTOSTART": "1",
+        "EMBEDDING_MODEL": "none",
+    }
+
+
+def _paths(env: dict[str, str]) -> runtime.Paths:
+    return runtime.Paths.from_env(env)
+
+
+def _text(result: dict[str, Any]) -> str:
+    return "\n".join(block.get("text", "") for block in result["result"]["content"])
+
+
+def test_the_proxy_starts_the_worker_and_calls_tools_there(env: dict[str, str], graph: Graph) -> None:
+    session = Session(env)
+    try:
+        init = session.start()
+        assert init["result"]["serverInfo"]["name"] == "meta-knowledge-graph"
+        assert init["result"]["protocolVersion"] == "2025-06-18"
+        tools = session.call("tools/list")["result"]["tools"]
+        assert {t["name"] for t in tools} == CORE_TOOLS
+        added = session.tool("project_add_learning", text="The proxy reaches the worker's server.")
+        assert added["result"]["isError"] is False
+        read = session.tool("neo4j_read_cypher", query="MATCH (l:Learning) RETURN l.text AS text")
+        assert "The proxy reaches the worker's server." in _text(read)
+        refused = session.tool("neo4j_read_cypher", query="CREATE (:Hacked)")
+        assert refused["result"]["isError"] is True and "read-only" in _text(refused)
+        assert session.call("ping")["result"] == {}
+    finally:
+        session.close()
+    assert runtime.worker_pid(_paths(env)) is not None  # the server lives on in the worker
+
+
+def test_a_second_session_is_answered_from_the_kept_answers(env: dict[str, str]) -> None:
+    first = Session(env)
+    try:
+        first.start()
+        first.call("tools/list")
+    finally:
+        first.close()
+    kept = mcp_proxy.load_cache(_paths(env), mcp_proxy.fingerprint(env, os.getcwd()))
+    assert kept is not None and kept["exact"]
+    assert {t["name"] for t in kept["tools"]["2025-06-18"]["tools"]} == CORE_TOOLS
+
+    # With the worker stopped, a new session still gets initialize and tools/list at once, and
+    # its first tool call waits for the worker that the proxy starts again.
+    subprocess.run([str(BIN_DIR / "mkg"), "worker", "stop"], env=env, check=True, capture_output=True)
+    assert runtime.worker_pid(_paths(env)) is None
+    second = Session(env)
+    try:
+        second.start()
+        names = {t["name"] for t in second.call("tools/list", timeout=10)["result"]["tools"]}
+        assert names == CORE_TOOLS
+        answer = second.tool("neo4j_read_cypher", query="RETURN 1 AS one")
+        assert answer["result"]["isError"] is False
+    finally:
+        second.close()
+
+
+def test_stale_kept_answers_are_corrected_with_a_list_changed_notice(env: dict[str, str]) -> None:
+    paths = _paths(env)
+    stale_tools = {"tools": [{"name": "gone_tool", "inputSchema": {"type": "object"}}]}
+    stale = {
+        "initialize": {"2025-06-18": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                                      "serverInfo": {"name": "meta-knowledge-graph", "version": "0"}}},
+        "tools": {"2025-06-18": stale_tools},
+    }  # fmt: skip
+    mcp_proxy.save_cache(paths, "some-other-settings", stale)
+    session = Session(env)
+    try:
+        session.start()
+        assert session.call("tools/list")["result"] == stale_tools  # at once, from the kept answers
+        deadline = time.monotonic() + 120
+        while not any(n.get("method") == "notifications/tools/list_changed" for n in session.notes):
+            assert time.monotonic() < deadline, "no list_changed notice"
+            session.call("ping")
+            time.sleep(0.2)
+        fresh = {t["name"] for t in session.call("tools/list")["result"]["tools"]}
+        assert fresh == CORE_TOOLS
+    finally:
+        session.close()
+
+
+def test_a_worker_that_dies_gives_a_clear_error_and_the_next_call_works(env: dict[str, str]) -> None:
+    session = Session(env)
+    try:
+        session.start()
+        assert session.tool("neo4j_read_cypher", query="RETURN 1 AS one")["result"]["isError"] is False
+        pid = runtime.worker_pid(_paths(env))
+        assert pid and pid > 0
+        mid = session.send(
+            "tools/call", {"name": "neo4j_read_cypher", "arguments": {"query": "RETURN 2 AS two"}}
+        )
+        os.kill(pid, signal.SIGKILL)
+        answer = session.reply(mid)  # answered (or failed clearly), never left hanging
+        if "error" in answer:
+            assert "worker" in answer["error"]["message"]
+        deadline = time.monotonic() + 30
+        while runtime.worker_pid(_paths(env)) == pid and time.monotonic() < deadline:
+            time.sleep(0.05)  # the worker is gone for good before the next call
+        again = session.tool("neo4j_read_cypher", query="RETURN 3 AS three")
+        assert again["result"]["isError"] is False and "3" in _text(again)
+    finally:
+        session.close()
+
+
+def test_without_a_worker_the_proxy_says_so(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = _paths(env)
+    fd = runtime.acquire_worker_lock(paths)  # "a worker is running" that never answers
+    assert fd is not None
+    try:
+        session = Session({**env, "MKG_MCP_WORKER_WAIT": "3"})
+        try:
+            answer = session.call("initialize", HELLO, timeout=60)
+            assert "error" in answer and "worker" in answer["error"]["message"]
+        finally:
+            session.close()
+    finally:
+        os.close(fd)
+
+
+def test_refused_settings_stop_the_proxy_with_the_reason(env: dict[str, str]) -> None:
+    probe = {"MKG_PLUGINS": "mkg_tool_probe", "PYTHONPATH": str(Path(__file__).parent / "plugins")}
+    result = subprocess.run(
+        [str(BIN_DIR / "meta-knowledge-graph")],
+        input=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO}).encode()
+        + b"\n",
+        env={**env, **probe, "MKG_PROBE_CLASH": "1"},
+        capture_output=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert b"tool 'neo4j_read_cypher' is offered by both" in result.stderr
+
+
+def test_the_proxy_imports_only_the_standard_library() -> None:
+    code = (
+        "import sys; import mkg_core.mcp_proxy; "
+        "print([m for m in ('mcp', 'pydantic', 'neo4j', 'click', 'anyio') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
