@@ -9,6 +9,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from mkg_core import hook, runtime
 from mkg_core.graph import Graph
 from mkg_core.payload import CUT_KEY, DEPTH_MARKER, ID_LIMIT, MAX_DEPTH, cut_nesting
 from mkg_core.spool import overflow_files, quarantined_spools
-from mkg_core.testing import BIN_DIR, CaptureRig
+from mkg_core.testing import BIN_DIR, CaptureRig, Neo4jServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"
@@ -255,3 +256,34 @@ def test_mkg_status_shows_what_waits_in_the_journal(capture: CaptureRig) -> None
         [str(BIN_DIR / "mkg"), "status"], env=capture.env, capture_output=True, text=True, check=False
     ).stdout
     assert "Overflow: 1 event(s) in the overflow journal" in out
+
+
+# -- a short soak ------------------------------------------------------------------------------------
+
+
+def _soak_module():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("soak", ROOT / "benchmarks" / "soak.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["soak"] = module  # its dataclasses look themselves up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_short_soak_loses_duplicates_and_reorders_nothing(neo4j_server: Neo4jServer, graph: Graph) -> None:
+    """benchmarks/soak.py in small: hooks of both harnesses in parallel sessions while Neo4j is
+    restarted and the worker killed (the full run and its deadline figures are in docs/benchmarks.md)."""
+    report = _soak_module().soak(
+        events=240, sessions=6, parallel=3, restarts=1, kills=2, largest=64_000, server=neo4j_server
+    )
+    assert report["events_sent"] >= 234 and len(report["chaos"]) >= 2, report
+    assert (report["lost"], report["duplicated"], report["out_of_order"], report["broken_chains"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert report["hooks_not_recording"] == 0, report["hook_failure_examples"]
+    assert report["spool"]["failed"] == 0 and report["spool"]["pending"] == 0
