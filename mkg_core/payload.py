@@ -28,10 +28,12 @@ from .redaction import scrub, scrub_value
 FIELD_LIMIT = 256 * 1024
 #: Extra text scrubbed past a cut, so a secret straddling it is still recognised.
 SCRUB_MARGIN = 4096
-#: Characters of keys and strings kept from one payload; the rest is cut with markers.
-CHAR_BUDGET = 8 * 1024 * 1024
+#: Characters of keys and strings kept from one payload; the rest is cut with markers. Scrubbing
+#: costs about a microsecond per kilobyte for each credential rule's trigger, so this bounds the
+#: hook's time; the graph keeps at most 8,000 characters of a text anyway.
+CHAR_BUDGET = 1024 * 1024
 #: Keys and strings kept from one payload (each is scrubbed, which is what costs time).
-STRING_BUDGET = 50_000
+STRING_BUDGET = 20_000
 #: Deepest nesting kept; deeper values become a marker.
 MAX_DEPTH = 64
 #: Longest identifier kept as it is (Neo4j indexes them, and an index key has a size limit).

@@ -336,33 +336,36 @@ def _case_sensitive(trigger: str) -> bool:
     return not trigger.islower() and any(ch.isalpha() for ch in trigger)
 
 
-def _any_of(triggers: set[str], flags: int = 0) -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(t) for t in sorted(triggers, key=len, reverse=True)), flags)
-
-
 _PRIVATE_WORD = re.compile("private", re.IGNORECASE)
-#: One scan finds whether any rule's trigger occurs at all: most strings of a payload hold none.
-_ANY_TRIGGER = _any_of({t for rule in _RULES for t in rule[1] if _case_sensitive(t)})
-_ANY_LOWER_TRIGGER = _any_of({t for rule in _RULES for t in rule[1] if not _case_sensitive(t)}, re.IGNORECASE)
+#: Each rule with its triggers split once: searched as written, or in the lowered text.
+_PLAN = tuple(
+    (
+        name,
+        tuple(t for t in triggers if _case_sensitive(t)),
+        tuple(t for t in triggers if not _case_sensitive(t)),
+        source,
+        replacement,
+    )
+    for name, triggers, source, replacement in _RULES
+)
 
 
 def redact_secrets(text: str) -> str:
     """Replace every credential the rules recognise with a ``[REDACTED:<rule>]`` marker."""
-    if _ANY_LOWER_TRIGGER.search(text) is None and _ANY_TRIGGER.search(text) is None:
-        return text
     lowered: str | None = None
-    for name, triggers, source, replacement in _RULES:
+    for name, exact, folded, source, replacement in _PLAN:
         hit = False
-        for trigger in triggers:
-            if not _case_sensitive(trigger):
-                if lowered is None:
-                    lowered = text.lower()
+        for trigger in exact:
+            if trigger in text:
+                hit = True
+                break
+        if not hit and folded:
+            if lowered is None:
+                lowered = text.lower()
+            for trigger in folded:
                 if trigger in lowered:
                     hit = True
                     break
-            elif trigger in text:
-                hit = True
-                break
         if hit:
             function = _FUNCTIONS.get(replacement)
             text = _pattern(name, source).sub(function or replacement, text)
