@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from report import machine, save  # noqa: E402
 
 from mkg_core import runtime  # noqa: E402
+from mkg_core.lines import LineReader  # noqa: E402
 from mkg_core.testing import BIN_DIR, scratch_neo4j, stop_worker  # noqa: E402
 
 HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
@@ -56,6 +56,7 @@ def one_session(env: dict[str, str]) -> dict[str, float]:
     )
     assert proc.stdin is not None and proc.stdout is not None
     times: dict[str, float] = {}
+    lines = LineReader(proc.stdout)
     try:
         for mid, method, params in ((1, "initialize", HELLO), (2, "tools/list", {})):
             proc.stdin.write(
@@ -64,10 +65,10 @@ def one_session(env: dict[str, str]) -> dict[str, float]:
             proc.stdin.write(b"\n")
             proc.stdin.flush()
             while True:
-                ready, _, _ = select.select([proc.stdout], [], [], 120)
-                if not ready:
+                line = lines.readline(time.monotonic() + 120)
+                if line is None:
                     raise RuntimeError(f"no answer to {method}")
-                reply = json.loads(proc.stdout.readline())
+                reply = json.loads(line)
                 if reply.get("id") == mid:
                     break
             times[method] = time.perf_counter() - started

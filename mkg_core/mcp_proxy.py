@@ -132,6 +132,17 @@ def save_cache(paths: runtime.Paths, key: str, answers: dict[str, Any]) -> None:
 # -- the proxy ---------------------------------------------------------------------------------------
 
 
+def announcing_list_changed(result: dict[str, Any]) -> dict[str, Any]:
+    """An initialize result that says the proxy may send ``notifications/tools/list_changed``.
+
+    It does, when the tools it answered from its keeping turn out stale, so the client is told to
+    listen for it.
+    """
+    capabilities = dict(result.get("capabilities") or {})
+    capabilities["tools"] = {**(capabilities.get("tools") or {}), "listChanged": True}
+    return {**result, "capabilities": capabilities}
+
+
 class Proxy:
     """One harness session: JSON-RPC lines between the harness (stdin/stdout) and the worker."""
 
@@ -238,12 +249,12 @@ class Proxy:
         if not self.cache:
             return None
         asked = (request.get("params") or {}).get("protocolVersion")
-        answers = self.cache.get("initialize") or {}
+        answers = {k: v for k, v in (self.cache.get("initialize") or {}).items() if isinstance(v, dict)}
         if asked in answers:
-            return dict(answers[asked])
+            return announcing_list_changed(answers[asked])
         versions = self.cache.get("protocol_versions") or []
         if asked in versions and answers:
-            answer = dict(next(iter(answers.values())))
+            answer = announcing_list_changed(next(iter(answers.values())))
             answer["protocolVersion"] = asked
             return answer
         return None  # a version the kept answers cannot speak for: ask the worker
@@ -276,11 +287,16 @@ class Proxy:
     # -- the worker side ---------------------------------------------------------------------------
 
     def _connect_soon(self) -> None:
+        """Open the session to the worker unless one is open (its handshake may still be under
+        way) or being opened: one harness session is one worker session."""
         with self.state:
-            if self.ready or self.connecting or self.closed or self.failure is not None:
+            if not self._may_connect():
                 return
             self.connecting = True
         threading.Thread(target=self._connect, name="mkg-mcp-connect", daemon=True).start()
+
+    def _may_connect(self) -> bool:
+        return self.upstream is None and not self.connecting and not self.closed and self.failure is None
 
     def _wait_ready(self) -> bool:
         self._connect_soon()
@@ -289,7 +305,7 @@ class Proxy:
             while not self.ready and not self.closed:
                 if self.failure is not None:
                     return False
-                if not self.connecting:
+                if self._may_connect():  # the last connection failed or the worker went away
                     self.connecting = True
                     threading.Thread(target=self._connect, name="mkg-mcp-connect", daemon=True).start()
                 remaining = deadline - time.monotonic()
@@ -314,6 +330,9 @@ class Proxy:
                 target=self._read_upstream, args=(sock,), name="mkg-mcp-up", daemon=True
             )
             with self.state:
+                if self.upstream is not None or self.closed:  # never two sessions for one client
+                    sock.close()
+                    return
                 self.upstream = sock
                 self.ready = self.init_request is None  # else: once the worker has the handshake
                 self.state.notify_all()
@@ -413,6 +432,9 @@ class Proxy:
                 waiting, self.init_waiting = self.init_waiting, None
                 note = self.initialized_note
             if waiting is not None:
+                result = message.get("result")
+                if isinstance(result, dict):
+                    message = {**message, "result": announcing_list_changed(result)}
                 self._send({**message, "id": waiting})
             if note is not None:
                 self._upstream_send(note)
@@ -464,6 +486,9 @@ class Proxy:
             self.init_sent = False
             waiting = list(self.pending)
             self.pending.clear()
+            if self.init_waiting is not None:  # the client's initialize, unanswered
+                waiting.append(self.init_waiting)
+                self.init_waiting = None
             self.state.notify_all()
         for mid in waiting:
             self._send(

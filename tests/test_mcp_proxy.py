@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 from mkg_core import mcp_proxy, runtime
 from mkg_core.graph import Graph
+from mkg_core.lines import LineReader
 from mkg_core.testing import BIN_DIR, Neo4jServer
 
 HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
@@ -42,6 +44,8 @@ class Session:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        assert self.proc.stdout is not None
+        self.lines = LineReader(self.proc.stdout)
         self.next_id = 0
         self.notes: list[dict[str, Any]] = []
 
@@ -57,14 +61,13 @@ class Session:
 
     def reply(self, mid: Any, timeout: float = 120) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
+        while True:
+            try:
+                line = self.lines.readline(deadline)
+            except EOFError:
+                raise AssertionError(f"the proxy exited: {self.stderr()}") from None
+            if line is None:
                 break
-            line = self.proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"the proxy exited: {self.stderr()}")
             message = json.loads(line)
             if message.get("id") == mid:
                 return message
@@ -164,8 +167,101 @@ def test_a_second_session_is_answered_from_the_kept_answers(env: dict[str, str])
         assert names == CORE_TOOLS
         answer = second.tool("neo4j_read_cypher", query="RETURN 1 AS one")
         assert answer["result"]["isError"] is False
+        for _ in range(5):
+            second.call("tools/list")
+        status = runtime.request(_paths(env), {"op": "status"}, 30)
+        assert status is not None and status["mcp_sessions"] == 1  # one worker session per client
     finally:
         second.close()
+    deadline = time.monotonic() + 60
+    while (runtime.request(_paths(env), {"op": "status"}, 30) or {}).get("mcp_sessions") != 0:
+        assert time.monotonic() < deadline, "the worker kept the closed session"
+        time.sleep(0.1)
+
+
+class SlowHandshakeWorker:
+    """A stand-in for the worker's socket whose MCP server answers the handshake late (as a
+    worker does while it warms up on a busy machine), counting the sessions opened to it."""
+
+    def __init__(self, paths: runtime.Paths, delay: float) -> None:
+        self.delay = delay
+        self.sessions = 0
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(paths.socket)
+        self.listener.listen()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.sessions += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as lines:
+            for raw in lines:
+                message = json.loads(raw)
+                if message.get("op") == "mcp":
+                    conn.sendall(b'{"ok": true, "protocol_versions": ["2025-06-18"]}\n')
+                    continue
+                if message.get("method") == "initialize":
+                    time.sleep(self.delay)
+                    result: dict[str, Any] = {"protocolVersion": "2025-06-18", "capabilities": {},
+                                              "serverInfo": {"name": "slow", "version": "0"}}  # fmt: skip
+                elif message.get("method") == "tools/list":
+                    result = {"tools": []}
+                else:
+                    result = {"echo": message.get("method")}
+                if "id" in message:
+                    conn.sendall(
+                        json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode() + b"\n"
+                    )
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_one_harness_session_opens_one_worker_session_however_slow_the_handshake(tmp_path: Path) -> None:
+    paths = runtime.Paths(str(runtime.ensure_private_dir(str(tmp_path / "state"))))
+    worker = SlowHandshakeWorker(paths, delay=2.0)
+    client_in, proxy_in = os.pipe()
+    proxy_out, client_out = os.pipe()
+    proxy = mcp_proxy.Proxy(
+        paths,
+        {"MKG_WORKER_AUTOSTART": "0"},
+        str(tmp_path),
+        os.fdopen(client_in, "rb"),
+        os.fdopen(client_out, "wb"),
+    )
+    thread = threading.Thread(target=proxy.run, daemon=True)
+    thread.start()
+    lines = LineReader(proxy_out)
+    try:
+        for message in (
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "x", "arguments": {}}},
+        ):  # fmt: skip
+            os.write(proxy_in, json.dumps(message).encode() + b"\n")
+            time.sleep(0.3)  # each while the handshake is still under way
+        answers = {}
+        deadline = time.monotonic() + 30
+        while len(answers) < 2:
+            line = lines.readline(deadline)
+            assert line is not None, answers
+            answer = json.loads(line)
+            answers[answer["id"]] = answer
+        assert answers[1]["result"]["serverInfo"]["name"] == "slow"
+        assert answers[2]["result"] == {"echo": "tools/call"}
+        assert worker.sessions == 1
+    finally:
+        os.close(proxy_in)
+        thread.join(30)
+        os.close(proxy_out)
+        worker.close()
 
 
 def test_stale_kept_answers_are_corrected_with_a_list_changed_notice(env: dict[str, str]) -> None:

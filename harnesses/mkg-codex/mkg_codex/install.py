@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import subprocess
 import time
@@ -43,6 +42,7 @@ from mkg_core.harness_install import (
     warm_mcp,
     write_or_list,
 )
+from mkg_core.lines import LineReader
 
 CLIENT = "codex"
 EVENTS = (
@@ -95,12 +95,13 @@ def _rpc(codex: str, cwd: Path, timeout: float = 60) -> list[dict[str, Any]]:
             proc.stdin.write(json.dumps(message) + "\n")
             proc.stdin.flush()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stdout], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
+        lines = LineReader(proc.stdout)
+        while True:
+            try:
+                line = lines.readline(deadline)
+            except EOFError:
                 break
-            line = proc.stdout.readline()
-            if not line:
+            if line is None:
                 break
             try:
                 reply = json.loads(line)
