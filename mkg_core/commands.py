@@ -100,10 +100,11 @@ def config_command(app: App, as_json: bool) -> None:
     default=None,
     help="Resolve for this folder instead of the current one.",
 )
-def project_command(path: str | None) -> None:
+@pass_app
+def project_command(app: App, path: str | None) -> None:
     """Show which project and user memory is attributed to here, as JSON."""
     project = resolve_project(fallback=path) if path else resolve_project()
-    user = resolve_user(project_root=project.root)
+    user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
     print_json(
         {
             "project": {

@@ -388,4 +388,6 @@ class PromptConsolidationJob(Job):
     def run(self, event: HookEvent, context: CaptureContext) -> str | None:
         if context.user is None:
             return "no user: nothing to consolidate"
-        return consolidate(context.graph, context.settings, context.user.id, client=event.harness).line()
+        return consolidate(
+            context.graph, context.settings, context.user.id, client=context.llm_client(event.harness)
+        ).line()

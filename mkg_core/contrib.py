@@ -16,6 +16,7 @@ from .errors import PluginError
 if TYPE_CHECKING:
     from .events import HookEvent
     from .graph import Graph
+    from .harness import HarnessAdapter
     from .identity import ProjectRef, UserRef
     from .settings import Settings
 
@@ -178,6 +179,14 @@ class CaptureContext:
     embedder: Embedder | None = None
     #: The query tools these settings mount, by tool key (see ``mkg_register_query_tools``).
     query_tools: Mapping[str, QueryTool] = field(default_factory=dict)
+    #: The installed harness adapters, by name (a job that reads transcripts asks them).
+    adapters: Mapping[str, HarnessAdapter] = field(default_factory=dict)
+
+    def llm_client(self, harness: str | None) -> str | None:
+        """The LLM client a harness's users have (its adapter's ``llm_client``), for LLM calls made
+        on an event of that harness."""
+        adapter = self.adapters.get(harness) if harness else None
+        return adapter.llm_client if adapter is not None else None
 
 
 class CaptureHandler:

@@ -60,7 +60,11 @@ def enrich_command(
             with Progress(*columns, transient=True) as progress:
                 task = progress.add_task("enrich", total=len(sessions))
                 counts = enrich(
-                    graph, sessions, languages=languages, progress=lambda _: progress.advance(task)
+                    graph,
+                    sessions,
+                    languages=languages,
+                    adapters=app.host.harness_adapters(),
+                    progress=lambda _: progress.advance(task),
                 )
         click.echo(f"Enriched {counts.line()}.")
 

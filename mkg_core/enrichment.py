@@ -38,6 +38,7 @@ from .transcripts import Transcript, TranscriptCall, read_transcript
 if TYPE_CHECKING:
     from .events import HookEvent
     from .graph import Graph
+    from .harness import HarnessAdapter
     from .settings import Settings
 
 log = logging.getLogger("mkg.enrichment")
@@ -47,10 +48,6 @@ INPUT_CHARS = 2000
 SUMMARY_CHARS = 500
 MAX_RESOURCES = 8
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
-_WRITE_TOOLS = frozenset({"edit", "multiedit", "write", "notebookedit", "apply_patch"})
-_READ_TOOLS = frozenset({"read", "glob", "grep", "ls", "view_image", "notebookread"})
-_SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "container.exec"})
-_WEB_TOOLS = frozenset({"webfetch", "websearch", "web_search", "fetch"})
 _FILE_KEYS = ("file_path", "path", "notebook_path", "filePath", "filename")
 _FILE_LIKE = re.compile(
     r"^[\w./~-]+\.(py|md|json|toml|ya?ml|txt|csv|tsv|ts|tsx|js|jsx|sql|cypher|sh|cfg|ini|lock|html|css|rs|go|java)$"
@@ -64,7 +61,7 @@ SESSION_EVENTS = """
 MATCH (s:Session {session_id: $session_id})-[:HAS_EVENT]->(e:SessionEvent)
 RETURN e {.event_id, .event_name, .timestamp, .turn_id, .prompt, .tool_name, .tool_key, .tool_use_id,
           .tool_input, .tool_response, .tool_error, .error, .is_interrupt, .transcript_path, .cwd,
-          .agent_id, .project_id} AS e
+          .agent_id, .project_id, .client} AS e
 ORDER BY e.timestamp, e.event_id
 """
 
@@ -165,32 +162,31 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _key(name: str) -> str:
-    """The harness-independent tool key (see :func:`mkg_core.eventnames.tool_key`)."""
-    return tool_key(name) or name
+def _key(name: str, adapter: HarnessAdapter | None = None) -> str:
+    """The harness-independent tool key (see :meth:`mkg_core.harness.HarnessAdapter.tool_key`)."""
+    return (adapter.tool_key(name) if adapter else tool_key(name)) or name
 
 
-def tool_kind(name: str) -> str:
-    key = _key(name).lower()
-    if key in _SHELL_TOOLS:
-        return "shell"
-    if key in _WRITE_TOOLS:
-        return "filesystem_write"
-    if key in _READ_TOOLS:
-        return "filesystem_read"
-    if key in _WEB_TOOLS:
-        return "web"
-    if name.lower().startswith("mcp__"):
-        return "mcp"
-    return "tool"
+def tool_kind(name: str, adapter: HarnessAdapter | None = None) -> str:
+    """What a tool does, as its harness says (``shell``, ``filesystem_read``, ``filesystem_write``,
+    ``web``); ``mcp`` for an MCP server's tool, else ``tool``."""
+    key = _key(name, adapter)
+    kind = adapter.tool_kind(key) if adapter else None
+    if kind:
+        return kind
+    return "mcp" if tool_namespace(name, key) else "tool"
 
 
-def tool_namespace(name: str) -> str | None:
-    """The MCP server a tool belongs to (``mcp__mkg__x`` -> ``mkg``), None for built-in tools."""
-    if not name.lower().startswith("mcp__"):
+def tool_namespace(name: str, key: str | None = None) -> str | None:
+    """The MCP server a tool belongs to, from the part of its name before its key
+    (``mcp__mkg__x``, ``mcp__plugin_<plugin>_mkg__x``, ``mcp_mkg_x`` -> ``mkg``); None for built-in
+    tools."""
+    key = key or _key(name)
+    prefix = name[: len(name) - len(key)].strip("_") if key and key != name and name.endswith(key) else ""
+    if not prefix.lower().startswith("mcp"):
         return None
-    middle = name[5:].rsplit("__", 1)[0]
-    return middle.split("_")[-1] if middle.startswith("plugin_") else middle
+    middle = prefix[3:].strip("_")
+    return (middle.split("_")[-1] if middle.startswith("plugin_") else middle) or None
 
 
 # -- derivation ------------------------------------------------------------------------------------
@@ -338,12 +334,14 @@ def _turn_at(turns: list[Turn], at: datetime | None) -> Turn:
 # -- resources -------------------------------------------------------------------------------------
 
 
-def resources(call: Call, query_languages: Mapping[str, str] | None = None) -> list[Resource]:
+def resources(
+    call: Call, query_languages: Mapping[str, str] | None = None, adapter: HarnessAdapter | None = None
+) -> list[Resource]:
     """What a call touched, from its input: files, URLs, queries and the tables they name."""
     found: list[Resource] = []
     data = call.input if isinstance(call.input, dict) else {}
-    key = _key(call.tool_name)
-    kind = tool_kind(call.tool_name)
+    key = _key(call.tool_name, adapter)
+    kind = tool_kind(call.tool_name, adapter)
     role = "write" if kind == "filesystem_write" else "read"
     for name in _FILE_KEYS:
         if isinstance(data.get(name), str) and data[name].strip():
@@ -480,8 +478,10 @@ def _props(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def _call_row(turn: Turn, order: int, call: Call, languages: Mapping[str, str] | None) -> dict[str, Any]:
-    key = _key(call.tool_name)
+def _call_row(
+    turn: Turn, order: int, call: Call, languages: Mapping[str, str] | None, adapter: HarnessAdapter | None
+) -> dict[str, Any]:
+    key = _key(call.tool_name, adapter)
     suffix = call.id.removeprefix("toolcall:")
     finished = call.post_event is not None or call.response is not None
     answer = call.error or call.response
@@ -508,15 +508,15 @@ def _call_row(turn: Turn, order: int, call: Call, languages: Mapping[str, str] |
             agent_id=call.agent_id,
             source=call.source,
         ),
-        "tool": {"id": f"tool:{key}", "name": key, "kind": tool_kind(call.tool_name),
-                 "namespace": tool_namespace(call.tool_name)},
+        "tool": {"id": f"tool:{key}", "name": key, "kind": tool_kind(call.tool_name, adapter),
+                 "namespace": tool_namespace(call.tool_name, key)},
         "result": {"id": f"toolresult:{suffix}", "props": result} if finished else None,
         "rationale": {"id": f"rationale:{suffix}", "props": {"text": call.rationale, "source": "transcript"}}
         if call.rationale
         else None,
         "resources": [
             {"id": r.id, "type": r.type, "value": r.value, "role": r.role, "text": r.text}
-            for r in resources(call, languages)
+            for r in resources(call, languages, adapter)
         ],
         "events": [e for e in (call.pre_event, call.post_event) if e],
     }  # fmt: skip
@@ -541,7 +541,12 @@ class Counts:
         )
 
 
-def write(graph: Graph, projection: Projection, languages: Mapping[str, str] | None = None) -> Counts:
+def write(
+    graph: Graph,
+    projection: Projection,
+    languages: Mapping[str, str] | None = None,
+    adapter: HarnessAdapter | None = None,
+) -> Counts:
     """Store one session's projection in one transaction; returns what was new."""
     now = datetime.now(UTC)
     turns = [
@@ -560,7 +565,7 @@ def write(graph: Graph, projection: Projection, languages: Mapping[str, str] | N
         for turn in projection.turns
     ]
     calls = [
-        _call_row(turn, order, call, languages)
+        _call_row(turn, order, call, languages, adapter)
         for turn in projection.turns
         for order, call in enumerate(turn.calls, start=1)
     ]
@@ -586,12 +591,20 @@ def write(graph: Graph, projection: Projection, languages: Mapping[str, str] | N
     return counts
 
 
-def enrich_session(graph: Graph, session_id: str, languages: Mapping[str, str] | None = None) -> Counts:
-    """Derive and store one session's projection (whatever its state)."""
+def enrich_session(
+    graph: Graph,
+    session_id: str,
+    languages: Mapping[str, str] | None = None,
+    adapters: Mapping[str, HarnessAdapter] | None = None,
+) -> Counts:
+    """Derive and store one session's projection (whatever its state). ``adapters`` (by harness
+    name) read the session's transcript and say what its tools do."""
     events = [row["e"] for row in graph.read(SESSION_EVENTS, {"session_id": session_id})]
+    client = next((e.get("client") for e in events if e.get("client")), None)
+    adapter = (adapters or {}).get(client) if client else None
     path = next((e.get("transcript_path") for e in reversed(events) if e.get("transcript_path")), None)
-    projection = derive(session_id, events, read_transcript(path))
-    return write(graph, projection, languages)
+    projection = derive(session_id, events, read_transcript(path, adapter))
+    return write(graph, projection, languages, adapter)
 
 
 def sessions_to_enrich(
@@ -608,12 +621,13 @@ def enrich(
     sessions: list[str],
     *,
     languages: Mapping[str, str] | None = None,
+    adapters: Mapping[str, HarnessAdapter] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Counts:
     """Enrich the given sessions one transaction each; ``progress`` is told after each."""
     total = Counts()
     for session_id in sessions:
-        total.add(enrich_session(graph, session_id, languages))
+        total.add(enrich_session(graph, session_id, languages, adapters))
         if progress is not None:
             progress(session_id)
     return total
@@ -677,4 +691,5 @@ class EnrichmentJob(Job):
         sessions = sessions_to_enrich(context.graph, session_id=event.session_id)
         if not sessions:
             return "enrichment: nothing new"
-        return "enrichment: " + enrich(context.graph, sessions, languages=languages).line()
+        counts = enrich(context.graph, sessions, languages=languages, adapters=context.adapters)
+        return "enrichment: " + counts.line()

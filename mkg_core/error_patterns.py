@@ -311,7 +311,7 @@ class QueryErrorConsolidationJob(Job):
         return context.project.id if context.project else ""
 
     def run(self, event: HookEvent, context: CaptureContext) -> str | None:
-        outcomes = consolidate(context, client=event.harness)
+        outcomes = consolidate(context, client=context.llm_client(event.harness))
         return "; ".join(outcomes) or "no query failures wait"
 
 

@@ -555,7 +555,7 @@ class Extractor:
             ended_at=max(e["timestamp"] for e in events),
         )
         corpus = build_corpus(events, self.settings.extraction_corpus_tokens)
-        llm = LLM(self.settings, self.client or _client_of(events))
+        llm = LLM(self.settings, self.client)
         if not corpus.strip():
             return self._commit(window, llm, "skipped", reason="no conversation in this window")
         ready, reason = llm.readiness()
@@ -810,13 +810,6 @@ def observation_text(row: dict[str, Any]) -> str:
     return "\n".join(part for part in (row["title"], " ".join(row["facts"]), row["narrative"]) if part)
 
 
-def _client_of(events: list[dict[str, Any]]) -> str | None:
-    clients = [str(e["client"]) for e in events if e.get("client")]
-    if any(c.startswith("claude") for c in clients):
-        return "claude"
-    return clients[0] if clients else None
-
-
 class ExtractionJob(Job):
     """Extraction as a worker job: triggered by Stop, one per project and session."""
 
@@ -833,18 +826,19 @@ class ExtractionJob(Job):
     def run(self, event: HookEvent, context: CaptureContext) -> str | None:
         if context.project is None:
             return "no project: nothing to extract"
+        llm_client = context.llm_client(event.harness)  # e.g. Claude Code's users: their subscription
         extractor = Extractor(
             context.graph,
             context.settings,
             context.project,
             context.user,
-            client=event.harness,
+            client=llm_client,
             embedder=context.embedder,
         )
         results = extractor.run(event.session_id)
         summary = "; ".join(r.line() for r in results) or "nothing new"
         if context.settings.consistency_gate:
             changed = [lid for r in results for lid in r.created]
-            gate = Gate(context.graph, context.settings, context.project.id, context.embedder, event.harness)
+            gate = Gate(context.graph, context.settings, context.project.id, context.embedder, llm_client)
             summary += "; " + gate.run(changed).line()
         return summary

@@ -4,6 +4,9 @@
   /v1/messages``, always streamed as server-sent events).
 - :class:`FakeResponses` speaks the OpenAI Responses API as Codex uses it (``POST /v1/responses``,
   streamed; MCP tools arrive as ``namespace`` tools).
+- :class:`FakeGemini` speaks the Gemini API as Gemini CLI uses it (``POST
+  /v1beta/models/<model>:streamGenerateContent?alt=sse``; MCP tools arrive as
+  ``mcp_<server>_<tool>`` function declarations).
 
 Both decide from the request, never from a counter, so side requests cannot throw a script off:
 a request that carries a tool result gets a text answer quoting it; otherwise, when the newest
@@ -84,9 +87,15 @@ class _FakeModel:
                     fake.requests.append(body)
                 events = fake.respond(self.path, body)
                 if events is None:
-                    self._json(200, {"input_tokens": 42})  # token counting and other side requests
+                    self._json(200, {"input_tokens": 42, "totalTokens": 42})  # token counts, side requests
                     return
-                data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n" for name, payload in events)
+                if isinstance(events, dict):  # a plain JSON answer
+                    self._json(200, events)
+                    return
+                data = "".join(
+                    (f"event: {name}\n" if name else "") + f"data: {json.dumps(payload)}\n\n"
+                    for name, payload in events
+                )
                 raw = data.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -118,13 +127,18 @@ class _FakeModel:
             self._server.server_close()
             self._server = None
 
-    def respond(self, path: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | None:
+    def respond(
+        self, path: str, body: dict[str, Any]
+    ) -> list[tuple[str, dict[str, Any]]] | dict[str, Any] | None:
         raise NotImplementedError
 
     def _rule_for(self, prompt: str, tools: list[str]) -> tuple[ToolRule, str] | None:
         for rule in self.rules:
             if rule.when in prompt:
-                name = next((t for t in tools if t == rule.tool or t.endswith("__" + rule.tool)), None)
+                name = next(
+                    (t for t in tools if t == rule.tool or t.endswith(("__" + rule.tool, "_" + rule.tool))),
+                    None,
+                )
                 if name is not None:
                     return rule, name
         return None
@@ -302,3 +316,83 @@ class FakeResponses(_FakeModel):
             *streamed,
             ("response.completed", {"type": "response.completed", "response": done}),
         ]
+
+
+class FakeGemini(_FakeModel):
+    """The Gemini API, streamed, as Gemini CLI calls it (run it with ``-m gemini-2.5-flash``, so that
+    every turn is one ``streamGenerateContent``)."""
+
+    model = "gemini-2.5-flash"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "GEMINI_API_KEY": "fake-local-test-key",
+            "GOOGLE_GEMINI_BASE_URL": self.base_url,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        }
+
+    @staticmethod
+    def settings() -> dict[str, Any]:
+        """A ``~/.gemini/settings.json`` for offline runs: an API key (the base URL alone would pick an
+        auth type headless runs refuse), no usage statistics, telemetry or update checks."""
+        return {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        }
+
+    def respond(
+        self, path: str, body: dict[str, Any]
+    ) -> list[tuple[str, dict[str, Any]]] | dict[str, Any] | None:
+        route = path.split("?", 1)[0]
+        if not route.endswith((":streamGenerateContent", ":generateContent")):
+            return None
+        config = body.get("generationConfig") or {}
+        if config.get("responseMimeType") == "application/json":  # the CLI's own side questions
+            schema = config.get("responseJsonSchema") or config.get("responseSchema") or {}
+            parts = [{"text": json.dumps(_from_schema(schema))}]
+        else:
+            parts = self._parts(body)
+        answer = {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+            "modelVersion": self.model,
+        }
+        return [("", answer)] if route.endswith(":streamGenerateContent") else answer
+
+    def _parts(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        contents = [c for c in body.get("contents", []) if isinstance(c, dict)]
+        last = contents[-1].get("parts", []) if contents else []
+        responses = [p["functionResponse"] for p in last if isinstance(p, dict) and "functionResponse" in p]
+        if responses:
+            said = json.dumps(responses[-1].get("response"), ensure_ascii=False)
+            return [{"text": f"Tool said: {said}"[:2000]}]
+        prompt = "\n".join(p.get("text", "") for p in last if isinstance(p, dict))
+        tools = [d.get("name", "") for t in body.get("tools", []) for d in t.get("functionDeclarations", [])]
+        found = self._rule_for(prompt, tools)
+        if found is None:
+            return [{"text": self.answer}]
+        rule, name = found
+        call = {"functionCall": {"name": name, "args": rule.arguments}}
+        return [{"text": rule.say}, call] if rule.say else [call]
+
+
+def _from_schema(schema: Any) -> Any:
+    """A minimal value that satisfies a JSON schema (for the CLI's JSON-mode side questions)."""
+    if not isinstance(schema, dict):
+        return "ok"
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = str(schema.get("type", "string")).lower()
+    if kind == "object":
+        return {key: _from_schema(value) for key, value in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return []
+    if kind in ("integer", "number"):
+        return 1
+    if kind == "boolean":
+        return False
+    return "ok"

@@ -3,16 +3,31 @@
 Standard library only. Harness packages subclass :class:`HarnessAdapter` and override the small
 ``refine`` step where their harness differs; the shared parsing (decoding, required fields, type
 checks, tool keys, failure normalization) lives here so every harness behaves the same on bad input.
+
+Everything else MKG needs to know about a harness is an optional part of the adapter, with a neutral
+default, so a new harness is a package of its own and never an edit of the core:
+
+- :attr:`~HarnessAdapter.native_events`: the harness's own names for MKG's events;
+- :meth:`~HarnessAdapter.tool_key`: how its MCP tool names spell a tool;
+- :meth:`~HarnessAdapter.tool_kind`: what its built-in tools do (shell, file read or write, web);
+- :meth:`~HarnessAdapter.read_transcript`: the calls and rationales in its session transcript;
+- :meth:`~HarnessAdapter.account_email`: the account its user is signed in with;
+- :attr:`~HarnessAdapter.llm_client`: the LLM client its users' subscription serves.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import PayloadError
 from .events import HookEvent, canonical_event_name, is_error_response, response_text, tool_key
+
+if TYPE_CHECKING:
+    from .transcripts import Transcript
+
+__all__ = ["AGENT_ID_KEYS", "HarnessAdapter", "first_text", "text_field"]
 
 #: Payload keys that may carry the subagent's id, in order of preference.
 AGENT_ID_KEYS = ("agent_id", "subagent_id", "agent_path", "subagent_path")
@@ -33,6 +48,33 @@ class HarnessAdapter:
     events: ClassVar[tuple[str, ...]] = ()
     #: Where the harness keeps installed plugins; candidates inside them are never the project.
     plugin_root_env: ClassVar[tuple[str, ...]] = ()
+    #: The harness's own event names that are not MKG's, and the MKG event each one is
+    #: (``{"BeforeAgent": "UserPromptSubmit"}``). Its hooks pass MKG's name as ``EVENT``.
+    native_events: ClassVar[Mapping[str, str]] = {}
+    #: The LLM client whose defaults and subscription its users have (``"claude"`` makes memory
+    #: extraction prefer a Claude model and the Claude subscription); None: the general default.
+    llm_client: ClassVar[str | None] = None
+
+    # -- what MKG asks of a harness (neutral defaults) -------------------------------------------
+
+    def tool_key(self, tool_name: str | None) -> str | None:
+        """The harness-independent key of a tool name (``mcp__mkg__neo4j_read_cypher`` ->
+        ``neo4j_read_cypher``); the default knows the ``mcp__<server>__<tool>`` spellings."""
+        return tool_key(tool_name)
+
+    def tool_kind(self, tool_name: str) -> str | None:
+        """What a built-in tool of this harness does: ``shell``, ``filesystem_read``,
+        ``filesystem_write``, ``web``; None when it is not one of its built-in tools."""
+        return None
+
+    def read_transcript(self, path: str) -> Transcript | None:
+        """The tool calls, their rationales and results in the session transcript at ``path``
+        (see :mod:`mkg_core.transcripts`); None when the harness keeps none MKG can read."""
+        return None
+
+    def account_email(self, environ: Mapping[str, str]) -> str | None:
+        """The email of the account the user is signed in to the harness with, if it says."""
+        return None
 
     # -- parsing ------------------------------------------------------------------------------
 
@@ -84,7 +126,7 @@ class HarnessAdapter:
         name = text_field(payload, "hook_event_name") or (event or "").strip()
         if not name:
             raise PayloadError("no event name: the payload has no hook_event_name and none was given")
-        canonical = canonical_event_name(name)
+        canonical = self.native_events.get(name) or canonical_event_name(name)
         if canonical is None:
             raise PayloadError(f"invalid event name {name[:80]!r}")
         session_id = text_field(payload, "session_id", allow_number=True)
@@ -103,7 +145,7 @@ class HarnessAdapter:
             "turn_id": text_field(payload, "turn_id", allow_number=True),
             "model": text_field(payload, "model"),
             "tool_name": tool_name,
-            "tool_key": tool_key(tool_name),
+            "tool_key": self.tool_key(tool_name),
             "tool_use_id": text_field(payload, "tool_use_id", allow_number=True),
             "tool_input": payload.get("tool_input"),
             "tool_response": payload.get("tool_response"),
@@ -168,7 +210,8 @@ class HarnessAdapter:
         if not text.strip():
             return ""
         if isinstance(event, HookEvent):
-            name = event.source_event
+            native = event.raw.get("hook_event_name") if isinstance(event.raw, Mapping) else None
+            name = native if native in self.native_events else event.source_event
         else:
             name = canonical_event_name(event) or event
         if name == "PostToolUseFailure":

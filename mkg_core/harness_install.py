@@ -46,12 +46,13 @@ HOOK_PINNED = (
 HOOK_TIMEOUT = 10
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def version() -> str:
+    """The installed mkg-core version (what a plugin manifest says)."""
+    from importlib import metadata
 
     try:
-        return version("mkg-core")
-    except PackageNotFoundError:
+        return metadata.version("mkg-core")
+    except metadata.PackageNotFoundError:
         return "0.0.0"
 
 
@@ -88,6 +89,20 @@ def hook_timeout(pinned: Mapping[str, str]) -> int:
     return max(HOOK_TIMEOUT, int(longest) + 2)
 
 
+def hook_command(hook: str, client: str, event: str, pinned: Mapping[str, str] | None = None) -> str:
+    """The shell command a harness runs for ``event``: ``mkg-hook --client CLIENT EVENT`` by
+    absolute path, through ``/usr/bin/env`` with the pinned variables when there are any."""
+    prefix = ""
+    if pinned:
+        prefix = "/usr/bin/env " + " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(pinned.items())) + " "
+    return f"{prefix}{shlex.quote(hook)} --client {client} {event}"
+
+
+def hook_env() -> dict[str, str]:
+    """What the hook commands pin: MKG's folders and the hooks' deadlines, as set now."""
+    return {**pinned_env(), **pinned_env(names=HOOK_PINNED)}
+
+
 def hooks_config(
     hook: str,
     client: str,
@@ -95,18 +110,14 @@ def hooks_config(
     matchers: Mapping[str, str],
     pinned: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
-    """``hooks/hooks.json``: every event runs ``mkg-hook --client CLIENT EVENT`` (through
-    ``/usr/bin/env`` with the pinned variables, when there are any)."""
-    prefix = ""
-    if pinned:
-        prefix = "/usr/bin/env " + " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(pinned.items())) + " "
+    """``hooks/hooks.json``: every event runs :func:`hook_command`."""
     config: dict[str, list[dict[str, object]]] = {}
     for event in events:
         entry: dict[str, object] = {
             "hooks": [
                 {
                     "type": "command",
-                    "command": f"{prefix}{shlex.quote(hook)} --client {client} {event}",
+                    "command": hook_command(hook, client, event, pinned),
                     "timeout": hook_timeout(pinned or {}),
                 }
             ]
@@ -131,7 +142,7 @@ def mcp_config(
 def plugin_manifest() -> dict[str, object]:
     return {
         "name": PLUGIN_NAME,
-        "version": _version(),
+        "version": version(),
         "description": DESCRIPTION,
         "author": {"name": "Meta Knowledge Graph"},
         "license": "Apache-2.0",
@@ -149,7 +160,7 @@ def marketplace_manifest() -> dict[str, object]:
                 "name": PLUGIN_NAME,
                 "source": f"./{PLUGIN_NAME}",
                 "description": DESCRIPTION,
-                "version": _version(),
+                "version": version(),
             }
         ],
     }
@@ -216,8 +227,7 @@ def plugin_payload(
     payload.add_json(base + ".claude-plugin/plugin.json", plugin_manifest())
     pinned = pinned_env()
     hook = hook or executable("mkg-hook")
-    hook_env = {**pinned, **pinned_env(names=HOOK_PINNED)}
-    payload.add_json(base + "hooks/hooks.json", hooks_config(hook, client, events, matchers, hook_env))
+    payload.add_json(base + "hooks/hooks.json", hooks_config(hook, client, events, matchers, hook_env()))
     payload.add_json(
         base + ".mcp.json",
         mcp_config(server or executable("meta-knowledge-graph"), client, pinned, mcp_extra),
@@ -236,13 +246,20 @@ class Runner:
     env: Mapping[str, str] | None = None
 
     def __call__(
-        self, argv: list[str], *, ok_if: tuple[str, ...] = ()
+        self, argv: list[str], *, ok_if: tuple[str, ...] = (), cwd: Path | None = None
     ) -> subprocess.CompletedProcess[str] | None:
-        self.echo("$ " + shlex.join(argv))
+        self.echo(("$ " if cwd is None else f"$ (cd {shlex.quote(str(cwd))}) ") + shlex.join(argv))
         if self.dry_run:
             return None
         result = subprocess.run(
-            argv, capture_output=True, text=True, env=dict(self.env or os.environ), timeout=300, check=False
+            argv,
+            capture_output=True,
+            text=True,
+            env=dict(self.env or os.environ),
+            timeout=300,
+            check=False,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
         )
         output = (result.stdout + result.stderr).strip()
         if result.returncode != 0 and not any(marker in output.lower() for marker in ok_if):

@@ -23,9 +23,9 @@ import sys
 import time
 
 from . import runtime
-from .eventnames import ANSWERING_EVENTS, TOOL_ANSWERING_EVENTS, canonical_event_name, tool_key
+from .eventnames import ANSWERING_EVENTS, EVENT_NAMES, TOOL_ANSWERING_EVENTS, canonical_event_name, tool_key
 from .payload import Budget, clip_identifiers, cut_nesting, sanitize
-from .spool import ENV_HINT_KEYS, SpoolError, event_id, open_spool, quarantine, utc_timestamp, write_overflow
+from .spool import SpoolError, env_hints, event_id, open_spool, quarantine, utc_timestamp, write_overflow
 
 TYPE_CHECKING = False  # typing itself is too slow to import here
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ when a query tool's call failed (PostToolUse, PostToolUseFailure). Always exits 
 
   --client NAME   the harness that sent the event (claude, codex, ...); default $MKG_CLIENT
   EVENT           the event name (SessionStart, PostToolUse, ...); the payload's
-                  hook_event_name wins when present
+                  hook_event_name wins when it is one of MKG's event names
 
 Environment: MKG_DISABLED=1 turns capture off; MKG_WORKER_AUTOSTART=0 leaves starting the
 worker to you (`mkg worker`); MKG_HOOK_DEADLINE_SESSION_START (default 2.0),
@@ -134,7 +134,10 @@ def _run(
         raise Skip("the payload has no session_id; the event was not recorded")
     session_id = session_id.strip()
     named = clean.get("hook_event_name")
-    event = canonical_event_name(named if isinstance(named, str) and named.strip() else event_arg or "")
+    event = canonical_event_name(named) if isinstance(named, str) and named.strip() else None
+    if event_arg and event not in EVENT_NAMES:
+        # A harness whose events have other names (Gemini CLI's BeforeAgent) passes MKG's as EVENT.
+        event = canonical_event_name(event_arg)
     if event is None:
         raise Skip("no valid event name (give EVENT or send hook_event_name); the event was not recorded")
     if _disabled_here(clean):
@@ -148,7 +151,7 @@ def _run(
         "payload": clean,
         "argv_event": event_arg,
         "cwd": _cwd(),
-        "env": {key: env[key] for key in ENV_HINT_KEYS if env.get(key)},
+        "env": env_hints(env),
         "payload_bytes": len(data),
         "truncated": truncated,
     }
@@ -229,9 +232,13 @@ def _spool(
 
 
 def _answers_for(paths: runtime.Paths, tool_name: object) -> bool:
-    """Whether the worker answers results of this tool (it lists the query tools it knows)."""
+    """Whether the worker answers results of this tool (it lists the query tools it knows), however
+    the harness spells an MCP tool (``mcp__mkg__x``, ``mcp_mkg_x``)."""
     key = tool_key(tool_name) if isinstance(tool_name, str) else None
-    return key is not None and key in runtime.answering_tools(paths)
+    if key is None:
+        return False
+    keys = runtime.answering_tools(paths)
+    return key in keys or any(key.endswith("_" + known) for known in keys)
 
 
 def _answer(

@@ -80,6 +80,10 @@ class PluginHost:
                 adapters[key] = adapter
         return adapters
 
+    def harness_list(self) -> list[HarnessAdapter]:
+        """Each adapter once, in registration order."""
+        return list({id(a): a for a in self.harness_adapters().values()}.values())
+
     def harness_adapter(self, name: str) -> HarnessAdapter:
         adapters = self.harness_adapters()
         try:

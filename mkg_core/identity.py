@@ -7,26 +7,29 @@ root (so two unrelated folders that happen to share a name never do). ``MKG_PROJ
 
 from __future__ import annotations
 
-import base64
 import configparser
 import getpass
 import hashlib
-import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .harness import HarnessAdapter
 
 #: Payload keys that may name the project folder, most specific first.
 PAYLOAD_PROJECT_KEYS = ("project_root", "project_dir", "workspace_root", "workspace_dir", "repo_root", "cwd")
-#: Environment variables that may name it, after the payload.
-ENV_PROJECT_KEYS = ("MKG_PROJECT_ROOT", "MKG_PROJECT_DIR", "CLAUDE_PROJECT_DIR", "CODEX_WORKSPACE_ROOT")
-#: Where harnesses put installed plugins: never a project.
-PLUGIN_ROOT_KEYS = ("CLAUDE_PLUGIN_ROOT", "CODEX_PLUGIN_ROOT", "MKG_HOOK_ROOT", "MKG_PLUGIN_ROOT")
-_PLUGIN_CACHE_PARTS = ("/.claude/plugins/", "/.codex/plugins/")
+#: Environment variables that may name it, after the payload: MKG's own, then any harness's
+#: ``*_PROJECT_DIR`` or ``*_WORKSPACE_ROOT`` (``CLAUDE_PROJECT_DIR``, ``GEMINI_PROJECT_DIR`` ...).
+ENV_PROJECT_KEYS = ("MKG_PROJECT_ROOT", "MKG_PROJECT_DIR")
+ENV_PROJECT_SUFFIXES = ("_PROJECT_DIR", "_WORKSPACE_ROOT")
+#: Where harnesses put installed plugins (``*_PLUGIN_ROOT``, and their plugin caches): never a project.
+PLUGIN_ROOT_KEYS = ("MKG_HOOK_ROOT", "MKG_PLUGIN_ROOT")
+_PLUGIN_CACHE_PARTS = ("/plugins/cache/", "/plugins/marketplaces/")
 
 
 @dataclass(frozen=True)
@@ -97,9 +100,14 @@ def project_id_for(root: str | None, remote: str | None) -> str:
 def _project_folder(
     payload: Mapping[str, Any], env: Mapping[str, str], fallback: str | os.PathLike[str] | None
 ) -> tuple[str | None, str]:
-    plugin_roots = [_canonical(env[key]) for key in PLUGIN_ROOT_KEYS if env.get(key)]
+    roots = [*PLUGIN_ROOT_KEYS, *sorted(k for k in env if k.endswith("_PLUGIN_ROOT"))]
+    plugin_roots = [_canonical(env[key]) for key in roots if env.get(key)]
     candidates: list[tuple[str, Any]] = [(f"payload.{key}", payload.get(key)) for key in PAYLOAD_PROJECT_KEYS]
-    candidates += [(f"env.{key}", env.get(key)) for key in ENV_PROJECT_KEYS]
+    named = [
+        *ENV_PROJECT_KEYS,
+        *sorted(k for k in env if k.endswith(ENV_PROJECT_SUFFIXES) and k not in ENV_PROJECT_KEYS),
+    ]
+    candidates += [(f"env.{key}", env.get(key)) for key in named]
     candidates.append(("cwd", os.fspath(fallback) if fallback is not None else os.getcwd()))
     for label, value in candidates:
         if not isinstance(value, str) or not value.strip():
@@ -212,16 +220,23 @@ def resolve_user(
     *,
     project_root: str | None = None,
     client: str | None = None,
+    adapters: Iterable[HarnessAdapter] = (),
 ) -> UserRef:
-    """Who is working: ``MKG_USER_ID``, the signed-in harness account, git's email, the OS login."""
+    """Who is working: ``MKG_USER_ID``, the account the user is signed in to a harness with (the
+    event's own harness first, asked through its adapter), git's email, the OS login."""
     env = os.environ if environ is None else environ
     pinned = normalize_user_id(env.get("MKG_USER_ID"))
     if pinned:
         return UserRef(pinned, (env.get("MKG_USER_ID_SOURCE") or "env").strip().lower() or "env")
-    for harness in _harness_order(env, client):
-        email = _claude_account(env) if harness == "claude" else _codex_account(env)
+    hint = (client or env.get("MKG_CLIENT") or "").strip().lower()
+    ordered = sorted(adapters, key=lambda a: hint not in (a.name, *a.aliases))
+    for adapter in ordered:
+        try:
+            email = normalize_user_id(adapter.account_email(env))
+        except Exception:  # a harness's account file we cannot read says nothing
+            email = None
         if email:
-            return UserRef(email, "claude_code" if harness == "claude" else "codex")
+            return UserRef(email, SOURCE_NAMES.get(adapter.name, adapter.name))
     email = _git_email(project_root)
     if email:
         return UserRef(email, "git")
@@ -232,52 +247,8 @@ def resolve_user(
     return UserRef(login, "os") if login else UserRef("unknown", "unknown")
 
 
-def _harness_order(env: Mapping[str, str], client: str | None) -> list[str]:
-    hint = (client or env.get("MKG_CLIENT") or "").strip().lower()
-    if hint in ("claude", "claude_code"):
-        return ["claude", "codex"]
-    if hint == "codex":
-        return ["codex", "claude"]
-    if env.get("CODEX_PLUGIN_ROOT") or env.get("CODEX_WORKSPACE_ROOT"):
-        return ["codex", "claude"]
-    return ["claude", "codex"]
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _claude_account(env: Mapping[str, str]) -> str | None:
-    base = env.get("CLAUDE_CONFIG_DIR")
-    paths = [Path(base) / ".claude.json"] if base else []
-    home = env.get("HOME")
-    paths.append((Path(home) if home else Path.home()) / ".claude.json")
-    for path in paths:
-        data = _read_json(path)
-        account = data.get("oauthAccount") if isinstance(data, dict) else None
-        email = normalize_user_id(account.get("emailAddress")) if isinstance(account, dict) else None
-        if email:
-            return email
-    return None
-
-
-def _codex_account(env: Mapping[str, str]) -> str | None:
-    home = env.get("HOME")
-    codex_home = Path(env.get("CODEX_HOME") or (Path(home) if home else Path.home()) / ".codex")
-    data = _read_json(codex_home / "auth.json")
-    tokens = data.get("tokens") if isinstance(data, dict) else None
-    token = tokens.get("id_token") if isinstance(tokens, dict) else None
-    if not isinstance(token, str) or token.count(".") < 2:
-        return None
-    body = token.split(".")[1]
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    except (ValueError, TypeError):
-        return None
-    return normalize_user_id(claims.get("email")) if isinstance(claims, dict) else None
+#: How a user id's source is recorded, by harness (the names earlier versions wrote).
+SOURCE_NAMES = {"claude": "claude_code"}
 
 
 def _git_email(project_root: str | None) -> str | None:

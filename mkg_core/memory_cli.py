@@ -49,7 +49,7 @@ def review_command(app: App, as_json: bool, project_id: str | None, limit: int) 
         settings = app.settings()
         env = {"MKG_PROJECT_ID": project_id} if project_id else None
         project = resolve_project(environ=env) if env else resolve_project()
-        user = resolve_user(project_root=project.root)
+        user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
         with Graph.connect(settings) as graph:
             queue = review_queue(graph, project_id=project.id, user_id=user.id, limit=limit)
             if as_json:

@@ -99,7 +99,10 @@ class Runtime:
 
     def user(self) -> UserRef:
         return resolve_user(
-            self.environ, project_root=self.project().root, client=self.environ.get("MKG_CLIENT")
+            self.environ,
+            project_root=self.project().root,
+            client=self.environ.get("MKG_CLIENT"),
+            adapters=self.host.harness_list(),
         )
 
     def embedder(self) -> Embedder | None:

@@ -30,12 +30,13 @@ from .runtime import SPOOL_FILE, ensure_private_dir
 
 TYPE_CHECKING = False  # typing itself is too slow to import on the hook path
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
 #: Rows the worker has stored are kept this long (for ``mkg status``), then pruned.
 DONE_RETENTION_SECONDS = 24 * 3600
 
-#: Environment variables of the hook's process that decide identity; the worker sees them.
+#: Environment variables of the hook's process that decide identity; the worker sees them: MKG's
+#: own, and whatever a harness names its project, workspace, plugin and configuration folders.
 ENV_HINT_KEYS = (
     "MKG_PROJECT_ID",
     "MKG_PROJECT_NAME",
@@ -44,16 +45,21 @@ ENV_HINT_KEYS = (
     "MKG_USER_ID",
     "MKG_USER_ID_SOURCE",
     "MKG_CLIENT",
-    "CLAUDE_PROJECT_DIR",
-    "CLAUDE_CONFIG_DIR",
-    "CLAUDE_PLUGIN_ROOT",
-    "CODEX_WORKSPACE_ROOT",
-    "CODEX_PLUGIN_ROOT",
-    "CODEX_HOME",
     "MKG_HOOK_ROOT",
     "MKG_PLUGIN_ROOT",
     "HOME",
 )
+ENV_HINT_SUFFIXES = ("_PROJECT_DIR", "_WORKSPACE_ROOT", "_PLUGIN_ROOT", "_CONFIG_DIR", "_HOME")
+
+
+def is_env_hint(key: str) -> bool:
+    return key in ENV_HINT_KEYS or (key.endswith(ENV_HINT_SUFFIXES) and key.count("_") <= 3)
+
+
+def env_hints(environ: Mapping[str, str]) -> dict[str, str]:
+    """The identity hints in a hook's environment (see :data:`ENV_HINT_KEYS`)."""
+    return {key: value for key, value in environ.items() if value and is_env_hint(key)}
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (

@@ -167,15 +167,16 @@ def first_model_request(bodies: list[str], marker: str) -> str:
     raise AssertionError(f"no model request among {len(bodies)} bodies")
 
 
-def npm_tool(spec: str, folder: str, binary: str) -> Path:
+def npm_tool(spec: str, folder: str, binary: str, *options: str) -> Path:
     """A command from an npm package (``spec`` pins the version), installed once into
-    ``<repo>/.cache/<folder>`` (git-ignored) and reused by later runs."""
+    ``<repo>/.cache/<folder>`` (git-ignored) and reused by later runs; ``options`` go to npm
+    (``--ignore-scripts`` skips optional native builds a headless run does not need)."""
     root = REPO_ROOT / ".cache" / folder
     path = root / binary
     if not path.exists():
         root.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(root), spec],
+            ["npm", "install", "--no-audit", "--no-fund", "--silent", *options, "--prefix", str(root), spec],
             check=True,
             capture_output=True,
             timeout=900,

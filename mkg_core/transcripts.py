@@ -1,30 +1,29 @@
-"""Reading harness transcripts: which tools the assistant called, why, and what came back.
+"""Session transcripts: which tools the assistant called, why, and what came back.
 
-Two formats, told apart record by record:
-
-- Claude Code (``~/.claude/projects/<project>/<session>.jsonl``): ``{"type": "user"|"assistant",
-  "message": {"role", "content"}}``, where content is text or a list of ``text``, ``tool_use``
-  (``id``, ``name``, ``input``) and ``tool_result`` (``tool_use_id``, ``content``, ``is_error``)
-  blocks. One assistant reply is often spread over several records.
-- Codex (``~/.codex/sessions/.../rollout-*.jsonl``): ``{"type": "response_item", "payload": ...}``
-  records whose payload is a ``message`` (role, ``output_text``/``input_text`` parts), a
-  ``function_call`` (``name``, optional ``namespace``, ``arguments`` as JSON text, ``call_id``) or
-  a ``function_call_output`` (``call_id``, ``output``).
+Every harness keeps its transcript in a format of its own, so reading one is the harness adapter's
+job (:meth:`mkg_core.harness.HarnessAdapter.read_transcript`). This module holds what they share:
+the types, :class:`TranscriptBuilder` (the rationale rule), reading JSONL, and the scrubbing that
+every transcript gets before anyone sees it (a transcript never passed through the hook).
 
 The rationale of a call is the assistant text said since the last user or tool-result message, up to
 the call; calls issued together share it. Unreadable lines are skipped; a missing or unreadable
-file reads as no transcript. What is read is scrubbed (private spans, credentials) before anyone
-sees it: a transcript never passed through the hook.
+file reads as no transcript.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .redaction import scrub, scrub_value
+
+if TYPE_CHECKING:
+    from .harness import HarnessAdapter
+
+__all__ = ["Transcript", "TranscriptBuilder", "TranscriptCall", "read_jsonl", "read_transcript", "text_of"]
 
 #: Largest transcript read (a longer one is read up to here).
 MAX_BYTES = 64 * 1024 * 1024
@@ -52,15 +51,20 @@ class Transcript:
         return sorted(self.calls.values(), key=lambda call: call.order)
 
 
-def read_transcript(path: str | None) -> Transcript | None:
-    if not path:
+def read_transcript(path: str | None, adapter: HarnessAdapter | None) -> Transcript | None:
+    """The transcript at ``path`` as ``adapter``'s harness writes it, scrubbed; None when there is
+    no path, no adapter, or nothing the adapter can read."""
+    if not path or adapter is None:
         return None
-    try:
-        with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as handle:
-            text = handle.read(MAX_BYTES)
-    except OSError:
-        return None
-    reader = _Reader(Transcript(path))
+    transcript = adapter.read_transcript(path)
+    return _scrubbed(transcript) if transcript is not None else None
+
+
+def read_jsonl(path: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one per line; unreadable lines are skipped. Raises
+    :class:`OSError` when the file cannot be read."""
+    with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as handle:
+        text = handle.read(MAX_BYTES)
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith("{"):
@@ -70,120 +74,69 @@ def read_transcript(path: str | None) -> Transcript | None:
         except ValueError:
             continue
         if isinstance(record, dict):
-            reader.feed(record)
-    return _scrubbed(reader.transcript)
+            yield record
 
 
-def _scrubbed(transcript: Transcript) -> Transcript:
-    """A transcript is raw harness output that no hook saw: scrub it like a hook's payload."""
-    for call in transcript.calls.values():
-        call.input = scrub_value(call.input)
-        call.rationale = scrub(call.rationale) if call.rationale else call.rationale
-        call.result = scrub_value(call.result) if call.result else call.result  # type: ignore[assignment]
-    return transcript
+class TranscriptBuilder:
+    """Collects calls and results as a harness's reader walks its transcript, and the assistant
+    text said before each call (its rationale)."""
 
-
-class _Reader:
-    def __init__(self, transcript: Transcript) -> None:
-        self.transcript = transcript
+    def __init__(self, path: str) -> None:
+        self.transcript = Transcript(path)
         self.said: list[str] = []
 
-    def _rationale(self) -> str | None:
-        text = "\n".join(part for part in self.said if part).strip()
-        return text[:RATIONALE_CHARS] if text else None
+    def say(self, text: str) -> None:
+        """Assistant text, part of the next call's rationale."""
+        if text and text.strip():
+            self.said.append(text.strip())
 
-    def _call(self, call_id: Any, name: Any, arguments: Any, at: Any) -> None:
+    def user_turn(self) -> None:
+        """A user message or a tool result: what was said so far belongs to nothing later."""
+        self.said = []
+
+    def call(self, call_id: Any, name: Any, arguments: Any, at: Any = None) -> None:
         if not isinstance(call_id, str) or not call_id or not isinstance(name, str):
             return
         if call_id in self.transcript.calls:
             return
+        text = "\n".join(self.said).strip()
         self.transcript.calls[call_id] = TranscriptCall(
             call_id,
             name,
             arguments,
-            self._rationale(),
+            text[:RATIONALE_CHARS] if text else None,
             at=at if isinstance(at, str) else None,
             order=len(self.transcript.calls),
         )
 
-    def _result(self, call_id: Any, content: Any, is_error: Any) -> None:
+    def result(self, call_id: Any, content: Any, is_error: Any = None) -> None:
         call = self.transcript.calls.get(call_id) if isinstance(call_id, str) else None
         if call is not None:
-            call.result = _text(content)
+            call.result = text_of(content)
             call.is_error = bool(is_error) if is_error is not None else call.is_error
 
-    def feed(self, record: dict[str, Any]) -> None:
-        message = record.get("message")
-        if isinstance(message, dict) and record.get("type") in ("user", "assistant"):
-            self._claude(record, message)
-        elif record.get("type") == "response_item" and isinstance(record.get("payload"), dict):
-            self._codex(record, record["payload"])
 
-    def _claude(self, record: dict[str, Any], message: dict[str, Any]) -> None:
-        role, content = message.get("role"), message.get("content")
-        at = record.get("timestamp")
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        if role == "user":
-            for block in blocks:
-                if isinstance(block, dict) and block.get("type") == "tool_result":
-                    self._result(block.get("tool_use_id"), block.get("content"), block.get("is_error"))
-            self.said = []
-            return
-        if role != "assistant":
-            return
-        for block in blocks:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                self.said.append(block["text"].strip())
-            elif block.get("type") == "tool_use":
-                self._call(block.get("id"), block.get("name"), block.get("input"), at)
-
-    def _codex(self, record: dict[str, Any], payload: dict[str, Any]) -> None:
-        kind, at = payload.get("type"), record.get("timestamp")
-        if kind == "message":
-            role = payload.get("role")
-            if role == "assistant":
-                self.said.append(_text(payload.get("content")).strip())
-            elif role == "user":
-                self.said = []
-        elif kind in ("function_call", "custom_tool_call"):
-            name = payload.get("name")
-            namespace = payload.get("namespace")
-            if isinstance(name, str) and isinstance(namespace, str) and namespace:
-                name = f"{namespace}__{name}"
-            raw = payload.get("arguments", payload.get("input"))
-            try:
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-            except ValueError:
-                arguments = raw
-            self._call(payload.get("call_id"), name, arguments, at)
-        elif kind in ("function_call_output", "custom_tool_call_output"):
-            output = payload.get("output")
-            self._result(payload.get("call_id"), output, _codex_failed(output))
-            self.said = []
+def _scrubbed(transcript: Transcript) -> Transcript:
+    for call in transcript.calls.values():
+        call.input = scrub_value(call.input)
+        call.rationale = scrub(call.rationale) if call.rationale else call.rationale
+        cleaned = scrub_value(call.result) if call.result else call.result
+        call.result = cleaned if isinstance(cleaned, str) or cleaned is None else call.result
+    return transcript
 
 
-def _codex_failed(output: Any) -> bool | None:
-    if isinstance(output, dict) and isinstance(output.get("success"), bool):
-        return not output["success"]
-    text = output if isinstance(output, str) else ""
-    for line in text.splitlines()[:6]:
-        if line.startswith("Process exited with code "):
-            return line.strip() != "Process exited with code 0"
-    return None
-
-
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
+    """The text in a message's content: a string, a list of parts, or a ``text`` / ``content`` /
+    ``output`` field."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        return "\n".join(_text(item) for item in value if item is not None)
+        return "\n".join(text_of(item) for item in value if item is not None)
     if isinstance(value, dict):
         for key in ("text", "content", "output"):
             if key in value:
-                return _text(value[key])
+                return text_of(value[key])
         return json.dumps(value, default=str)
     return str(value)

@@ -45,7 +45,7 @@ from .plugins import make_plugin_manager
 from .schema import apply_schema
 from .sessions import CapturedEvent, record_event
 from .settings import Settings, load_settings, secret
-from .spool import ENV_HINT_KEYS, JobRow, Spool, SpoolError, SpoolRow, import_overflow, open_spool
+from .spool import JobRow, Spool, SpoolError, SpoolRow, env_hints, import_overflow, is_env_hint, open_spool
 
 log = logging.getLogger("mkg.worker")
 
@@ -97,13 +97,12 @@ class Worker:
         self.environ = dict(os.environ if environ is None else environ)
         # Per event, identity comes from the hook that saw it, never from whichever hook started
         # this worker: the inherited identity variables are left out and the event's own added.
-        self._event_base_env = {
-            k: v for k, v in self.environ.items() if k not in ENV_HINT_KEYS or k == "HOME"
-        }
+        self._event_base_env = {k: v for k, v in self.environ.items() if not is_env_hint(k) or k == "HOME"}
         self.settings = load_settings(environ=self.environ, project_root=paths.root)
         self.host = PluginHost(make_plugin_manager(environ=self.environ))
         self.host.configure(self.settings)
         self.adapters = self.host.harness_adapters()
+        self.harnesses = self.host.harness_list()
         self.handlers: list[CaptureHandler] = self.host.capture_handlers(self.settings)
         self.providers: list[ContextProvider] = self.host.context_providers(self.settings)
         self.jobs: dict[str, Job] = {job.name: job for job in self.host.jobs(self.settings)}
@@ -111,6 +110,7 @@ class Worker:
         self._embedders: dict[Any, Embedder | None] = {}
         self.job_running: str | None = None
         self.mcp_sessions = 0
+        self.mcp_warm = threading.Event()
         self.job_wake = threading.Event()
         self.idle_seconds = self.settings.worker_idle_seconds
         self.stopping = threading.Event()
@@ -360,6 +360,7 @@ class Worker:
             captured.event_id,
             embedder=self.embedder_for(item.settings),
             query_tools=self.query_tools_for(item.settings),
+            adapters=self.adapters,
         )
 
     def query_tools_for(self, settings: Settings) -> dict[str, QueryTool]:
@@ -514,7 +515,7 @@ class Worker:
     ) -> tuple[ProjectRef, UserRef]:
         key = (
             tuple(str(payload.get(k)) for k in PAYLOAD_PROJECT_KEYS),
-            tuple(env.get(k) for k in ENV_HINT_KEYS),
+            tuple(sorted(env_hints(env).items())),
             cwd,
             client,
         )
@@ -523,7 +524,7 @@ class Worker:
         if cached and now - cached[0] < CACHE_SECONDS:
             return cached[1], cached[2]
         project = resolve_project(payload, env, fallback=cwd or self.paths.root)
-        user = resolve_user(env, project_root=project.root, client=client)
+        user = resolve_user(env, project_root=project.root, client=client, adapters=self.harnesses)
         self._identity_cache[key] = (now, project, user)
         return project, user
 
@@ -611,12 +612,15 @@ class Worker:
 
     def serve_mcp(self, sock: Any, hello: dict[str, Any]) -> None:
         """One MCP session for a ``meta-knowledge-graph`` proxy, until it goes away."""
-        from .server import serve_session
-
+        # The first session waits for the warm-up: two threads importing the MCP SDK at once can
+        # deadlock on Python's import locks.
         with self._graph_lock:
             self.mcp_sessions += 1
         self.last_activity = time.monotonic()
         try:
+            self.mcp_warm.wait(120)
+            from .server import serve_session
+
             serve_session(sock, hello, self.host, self.graph_for)
         except Exception as exc:
             log.warning("an MCP session ended with an error: %s: %s", type(exc).__name__, exc)
@@ -632,6 +636,8 @@ class Worker:
             warm_up(self.host, self.settings)
         except Exception as exc:
             log.warning("the MCP server could not warm up: %s", exc)
+        finally:
+            self.mcp_warm.set()
 
     def status(self) -> dict[str, Any]:
         with Spool(self.paths.spool) as spool:

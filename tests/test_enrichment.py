@@ -13,8 +13,15 @@ import pytest
 
 from mkg_core.enrichment import Call, derive, resources, tool_kind, tool_namespace
 from mkg_core.graph import Graph
+from mkg_core.harness import HarnessAdapter
 from mkg_core.testing import CaptureRig, mcp_call, mcp_server, mcp_session
 from mkg_core.transcripts import read_transcript
+
+# The harness packages read their own transcripts and know their own tools.
+ADAPTERS: dict[str, HarnessAdapter] = {
+    "claude": pytest.importorskip("mkg_claude.adapter").ClaudeAdapter(),
+    "codex": pytest.importorskip("mkg_codex.adapter").CodexAdapter(),
+}
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = {h: ROOT / "harnesses" / f"mkg-{h}" / "tests" / "session" for h in ("claude", "codex")}
@@ -185,52 +192,62 @@ def test_bad_options_and_unknown_sessions_are_reported(rig: CaptureRig) -> None:
 def test_both_transcript_formats_give_calls_rationales_and_results() -> None:
     for harness, tool in (("claude", "Read"), ("codex", "exec_command")):
         paths = sorted((SESSIONS[harness] / "transcripts").glob("*.jsonl"))
+        adapter = ADAPTERS[harness]
         calls = [
-            c for path in paths for c in (read_transcript(str(path)) or pytest.fail(str(path))).ordered()
+            c
+            for path in paths
+            for c in (read_transcript(str(path), adapter) or pytest.fail(str(path))).ordered()
         ]
         by_name = {c.name.rsplit("__", 1)[-1]: c for c in calls}
         assert set(by_name) == {"project_add_learning", tool}, harness
         assert by_name["project_add_learning"].rationale == SAVE_SAID
         assert by_name[tool].rationale == READ_SAID and "Fridays" in (by_name[tool].result or "")
         assert by_name["project_add_learning"].input == {"text": NEW, "scope": "project"}
-    assert read_transcript("/nonexistent/transcript.jsonl") is None
+    assert read_transcript("/nonexistent/transcript.jsonl", ADAPTERS["claude"]) is None
+    assert read_transcript(str(paths[0]), None) is None  # no adapter, no transcript
 
 
 @pytest.mark.parametrize(
-    ("name", "tool_input", "expected"),
+    ("harness", "name", "tool_input", "expected"),
     [
-        ("Edit", {"file_path": "src/app.py"}, [("file", "/repo/src/app.py", "write")]),
-        ("Bash", {"command": "pytest -q tests/test_x.py --maxfail 1"},
+        ("claude", "Edit", {"file_path": "src/app.py"}, [("file", "/repo/src/app.py", "write")]),
+        ("claude", "Bash", {"command": "pytest -q tests/test_x.py --maxfail 1"},
          [("file", "/repo/tests/test_x.py", "read")]),
-        ("Bash", {"command": ["bash", "-lc", "cat README.md"]}, [("file", "/repo/README.md", "read")]),
-        ("apply_patch", {"input": "*** Begin Patch\n*** Update File: a/b.py\n@@\n*** Add File: c.md\n"},
+        ("claude", "Bash", {"command": ["bash", "-lc", "cat README.md"]},
+         [("file", "/repo/README.md", "read")]),
+        ("codex", "apply_patch",
+         {"input": "*** Begin Patch\n*** Update File: a/b.py\n@@\n*** Add File: c.md\n"},
          [("file", "/repo/a/b.py", "write"), ("file", "/repo/c.md", "write")]),
-        ("WebFetch", {"url": "https://example.com/docs"}, [("url", "https://example.com/docs", "read")]),
-        ("mcp__mkg__bigquery_execute_query", {"query": SQL},
+        ("claude", "WebFetch", {"url": "https://example.com/docs"},
+         [("url", "https://example.com/docs", "read")]),
+        ("codex", "mcp__mkg__bigquery_execute_query", {"query": SQL},
          [("query", SQL, "read"),
           ("table", "p.sales.accounts", "read"), ("table", "sales.usage", "read")]),
-        ("mcp__mkg__neo4j_read_cypher", {"query": "MATCH (n) RETURN n"},
+        ("claude", "mcp__mkg__neo4j_read_cypher", {"query": "MATCH (n) RETURN n"},
          [("query", "MATCH (n) RETURN n", "read")]),
-        ("mcp__mkg__project_get_context", {"query": "deploys"}, []),
+        ("claude", "mcp__mkg__project_get_context", {"query": "deploys"}, []),
     ],
 )  # fmt: skip
 def test_resources_a_call_touched(
-    name: str, tool_input: dict[str, Any], expected: list[tuple[str, str, str]]
+    harness: str, name: str, tool_input: dict[str, Any], expected: list[tuple[str, str, str]]
 ) -> None:
     call = Call(id="toolcall:s:1", session_id="s", tool_name=name, input=tool_input, cwd="/repo")
-    assert [(r.type, r.value, r.role) for r in resources(call)] == expected
+    assert [(r.type, r.value, r.role) for r in resources(call, None, ADAPTERS[harness])] == expected
 
 
 def test_tool_kinds_and_namespaces() -> None:
-    assert tool_kind("Bash") == "shell" and tool_kind("exec_command") == "shell"
-    assert tool_kind("Write") == "filesystem_write" and tool_kind("Read") == "filesystem_read"
+    claude, codex = ADAPTERS["claude"], ADAPTERS["codex"]
+    assert tool_kind("Bash", claude) == "shell" and tool_kind("exec_command", codex) == "shell"
+    assert tool_kind("Write", claude) == "filesystem_write" and tool_kind("Read", claude) == "filesystem_read"
+    assert tool_kind("Bash") == "tool"  # without its harness, a built-in tool is just a tool
     assert tool_kind("mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher") == "mcp"
     assert tool_namespace("mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher") == "mkg"
     assert tool_namespace("mcp__mkg__project_add_learning") == "mkg" and tool_namespace("Read") is None
 
 
 def test_a_subagent_takes_rationales_from_its_parents_transcript_but_not_its_calls() -> None:
-    transcript = read_transcript(str(next((SESSIONS["claude"] / "transcripts").glob("fa57d88c-*.jsonl"))))
+    path = next((SESSIONS["claude"] / "transcripts").glob("fa57d88c-*.jsonl"))
+    transcript = read_transcript(str(path), ADAPTERS["claude"])
     events = [
         {"event_id": "e1", "event_name": "PreToolUse", "tool_name": "Grep", "tool_use_id": "toolu_sub",
          "tool_input": '{"pattern": "deploy"}', "agent_id": "agent-1", "timestamp": "2026-12-02T19:38:23Z"},

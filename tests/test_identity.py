@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from mkg_core.harness import HarnessAdapter
 from mkg_core.identity import normalize_remote_url, resolve_project, resolve_user
 
 
@@ -130,45 +129,41 @@ def test_remote_spellings_normalize_alike(url: str) -> None:
 # -- users -------------------------------------------------------------------------------------
 
 
-def _jwt(claims: dict[str, str]) -> str:
-    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
-    return f"e30.{body}.sig"
+def _account(name: str, email: str | None, *, fails: bool = False) -> HarnessAdapter:
+    """An adapter whose harness account is ``email`` (or whose account file cannot be read)."""
+
+    def account_email(self: HarnessAdapter, environ: object) -> str | None:
+        if fails:
+            raise ValueError("unreadable account file")
+        return email
+
+    return type(f"{name}Adapter", (HarnessAdapter,), {"name": name, "account_email": account_email})()
 
 
-@pytest.fixture
-def accounts(tmp_path: Path) -> dict[str, str]:
-    claude_dir = tmp_path / "claude"
-    claude_dir.mkdir()
-    (claude_dir / ".claude.json").write_text(
-        json.dumps({"oauthAccount": {"emailAddress": "Claude@Example.com"}})
-    )
-    codex = tmp_path / "codex"
-    codex.mkdir()
-    (codex / "auth.json").write_text(
-        json.dumps({"tokens": {"id_token": _jwt({"email": "codex@example.com"})}})
-    )
-    return {"CLAUDE_CONFIG_DIR": str(claude_dir), "CODEX_HOME": str(codex), "HOME": str(tmp_path / "nohome")}
+ACCOUNTS = [_account("claude", "Claude@Example.com"), _account("codex", "codex@example.com")]
 
 
-def test_mkg_user_id_wins(accounts: dict[str, str]) -> None:
-    user = resolve_user({**accounts, "MKG_USER_ID": " Me@Example.com "})
+def test_mkg_user_id_wins() -> None:
+    user = resolve_user({"MKG_USER_ID": " Me@Example.com "}, adapters=ACCOUNTS)
     assert (user.id, user.source) == ("me@example.com", "env")
 
 
-def test_harness_account_follows_the_active_harness(accounts: dict[str, str]) -> None:
-    assert resolve_user(accounts).id == "claude@example.com"
-    assert resolve_user(accounts, client="codex") == resolve_user({**accounts, "MKG_CLIENT": "codex"})
-    codex_user = resolve_user(accounts, client="codex")
+def test_harness_account_follows_the_active_harness() -> None:
+    env = {"HOME": "/nonexistent"}
+    assert resolve_user(env, adapters=ACCOUNTS).id == "claude@example.com"
+    assert resolve_user(env, client="codex", adapters=ACCOUNTS) == resolve_user(
+        {**env, "MKG_CLIENT": "codex"}, adapters=ACCOUNTS
+    )
+    codex_user = resolve_user(env, client="codex", adapters=ACCOUNTS)
     assert (codex_user.id, codex_user.source) == ("codex@example.com", "codex")
+    assert resolve_user(env, adapters=ACCOUNTS).source == "claude_code"
 
 
-def test_malformed_account_files_are_ignored(tmp_path: Path) -> None:
-    claude_dir = tmp_path / "c"
-    claude_dir.mkdir()
-    (claude_dir / ".claude.json").write_text("{not json")
+def test_unreadable_accounts_are_ignored(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     git("config", "user.email", "Git@Example.com", cwd=repo)
-    user = resolve_user({"CLAUDE_CONFIG_DIR": str(claude_dir), "HOME": str(tmp_path)}, project_root=str(repo))
+    adapters = [_account("claude", None, fails=True), _account("codex", None)]
+    user = resolve_user({"HOME": str(tmp_path)}, project_root=str(repo), adapters=adapters)
     assert (user.id, user.source) == ("git@example.com", "git")
 
 

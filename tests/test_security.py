@@ -29,12 +29,13 @@ from mkg_core import runtime
 from mkg_core.enrichment import derive, write
 from mkg_core.fakellm import FakeLLM
 from mkg_core.graph import Graph
+from mkg_core.harness import HarnessAdapter
 from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN, instruction_like, neutralise
 from mkg_core.query_failures import unwrap
 from mkg_core.recall import render_context, search_learnings
 from mkg_core.schema import apply_schema, core_statements
 from mkg_core.testing import BIN_DIR, CaptureRig, Neo4jServer, free_port, mcp_call, mcp_server, mcp_session
-from mkg_core.transcripts import read_transcript
+from mkg_core.transcripts import Transcript, TranscriptBuilder, read_jsonl, read_transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"
@@ -200,36 +201,36 @@ def test_project_add_learning_stores_no_secret(env: dict[str, str], graph: Graph
     assert texts and all("[REDACTED:" in text for text in texts)  # (identical after scrubbing: one node)
 
 
+class _LinesAdapter(HarnessAdapter):
+    """A harness whose transcript lines are ``{"say"}``, ``{"call", "name", "input"}``, ``{"result", "of"}``:
+    whatever a harness package reads, the core scrubs it before enrichment sees it."""
+
+    name = "lines"
+
+    def read_transcript(self, path: str) -> Transcript | None:
+        builder = TranscriptBuilder(path)
+        for record in read_jsonl(path):
+            if "say" in record:
+                builder.say(record["say"])
+            elif "call" in record:
+                builder.call(record["call"], record["name"], record["input"])
+            elif "result" in record:
+                builder.result(record["of"], record["result"])
+                builder.user_turn()
+        return builder.transcript
+
+
 def test_transcripts_are_scrubbed_before_enrichment_stores_them(graph: Graph, tmp_path: Path) -> None:
     transcript = tmp_path / "session.jsonl"
     chosen = SECRETS[::3]
-    lines = []
+    lines: list[dict[str, Any]] = []
     for number, (_, text, _) in enumerate(chosen):
         use = f"toolu_{number}"
-        lines.append(
-            {
-                "type": "assistant",
-                "timestamp": "2026-12-01T10:00:00Z",
-                "message": {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "text", "text": f"I will run it with {text}"},
-                        {"type": "tool_use", "id": use, "name": "Bash", "input": {"command": f"echo {text}"}},
-                    ],
-                },
-            }
-        )
-        lines.append(
-            {
-                "type": "user",
-                "message": {
-                    "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": use, "content": f"ok {text}"}],
-                },
-            }
-        )
-    transcript.write_text("\n".join(json.dumps(line) for line in lines))  # fmt: skip
-    read = read_transcript(str(transcript))
+        lines.append({"say": f"I will run it with {text}"})
+        lines.append({"call": use, "name": "Bash", "input": {"command": f"echo {text}"}})
+        lines.append({"result": f"ok {text}", "of": use})
+    transcript.write_text("\n".join(json.dumps(line) for line in lines))
+    read = read_transcript(str(transcript), _LinesAdapter())
     assert read is not None and len(read.calls) == len(chosen)
     graph.write("CREATE (:Session {session_id: 'enrich-secrets'})")
     write(graph, derive("enrich-secrets", [], read))

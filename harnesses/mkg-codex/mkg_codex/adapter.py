@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from mkg_core.events import EVENT_NAMES
 from mkg_core.harness import HarnessAdapter
+from mkg_core.transcripts import Transcript
+
+from . import transcript
+
+#: What Codex's built-in tools do.
+TOOL_KINDS = {
+    "exec_command": "shell",
+    "shell": "shell",
+    "local_shell": "shell",
+    "container.exec": "shell",
+    "apply_patch": "filesystem_write",
+    "view_image": "filesystem_read",
+    "web_search": "web",
+}
 
 #: A Codex rollout transcript ends in the thread's UUID: rollout-<timestamp>-<uuid>.jsonl
 ROLLOUT_ID_RE = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", re.I)
@@ -72,3 +88,29 @@ class CodexAdapter(HarnessAdapter):
         tool = fields["tool_key"] or ""
         if fields["event"] == "PostToolUse" and tool.endswith("spawn_agent") and not fields["is_error"]:
             fields["spawned_agent_id"] = spawned_agent_id(fields["tool_response"])
+
+    def tool_kind(self, tool_name: str) -> str | None:
+        return TOOL_KINDS.get(tool_name.lower())
+
+    def read_transcript(self, path: str) -> Transcript | None:
+        return transcript.read(path)
+
+    def account_email(self, environ: Mapping[str, str]) -> str | None:
+        """The email in the id token of Codex's ``auth.json`` (in ``$CODEX_HOME``, else ``~/.codex``)."""
+        home = environ.get("HOME")
+        codex_home = Path(environ.get("CODEX_HOME") or (Path(home) if home else Path.home()) / ".codex")
+        try:
+            data = json.loads((codex_home / "auth.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        token = tokens.get("id_token") if isinstance(tokens, dict) else None
+        if not isinstance(token, str) or token.count(".") < 2:
+            return None
+        body = token.split(".")[1]
+        try:
+            claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        except (ValueError, TypeError):
+            return None
+        email = claims.get("email") if isinstance(claims, dict) else None
+        return email if isinstance(email, str) else None
