@@ -7,8 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 PACKAGES := -e .[dev] \
 	-e providers/mkg-diffbot -e providers/mkg-bigquery -e providers/mkg-neocarta \
-	-e harnesses/mkg-claude -e harnesses/mkg-codex -e import/sales_agent
-TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex \
+	-e harnesses/mkg-claude -e harnesses/mkg-codex -e harnesses/mkg-gemini -e import/sales_agent
+TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex harnesses/mkg-gemini/mkg_gemini \
 	providers/mkg-diffbot/mkg_diffbot providers/mkg-bigquery/mkg_bigquery providers/mkg-neocarta/mkg_neocarta \
 	import/sales_agent/mkg_sales_agent docs/examples/mkg-glossary/mkg_glossary
 DEMO_PORT ?= 7687
@@ -42,7 +42,7 @@ type: venv
 	$(BIN)/mypy $(TYPED)
 
 test: venv neo4j lint type
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 LOAD_RUNS ?= 1
 test-under-load: venv neo4j lint type
