@@ -67,14 +67,15 @@ def plugins_command(app: App) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @pass_app
 def config_command(app: App, as_json: bool) -> None:
-    """Show every setting, where its value came from, and which .env file was read.
+    """Show every setting (and those installed plugins declare), where its value came from, and
+    which .env file was read.
 
     Secrets are masked.
     """
 
     def run() -> None:
         settings = app.settings()
-        rows = settings.describe()
+        rows = settings.describe(app.host.declared_settings())
         if as_json:
             print_json(
                 {

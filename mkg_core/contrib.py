@@ -116,6 +116,31 @@ class QueryTool:
         _check_name("query tool", self.tool_key, _TOOL_NAME_RE)
 
 
+_VARIABLE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,99}$")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A variable a plugin reads with :meth:`Settings.get <mkg_core.settings.Settings.get>`.
+
+    Declared so that ``mkg config`` shows it (masked when ``secret``) with where its value came
+    from, and, with a ``question``, so that ``mkg setup`` asks for it. Several plugins may declare
+    the same variable (``GCP_PROJECT_ID``); it is shown and asked once.
+    """
+
+    variable: str
+    help: str = ""
+    secret: bool = False
+    default: str | None = None
+    question: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.variable, str) or not _VARIABLE_RE.match(self.variable):
+            raise PluginError(
+                f"setting {self.variable!r} is invalid: use an upper-case environment variable name"
+            )
+
+
 @dataclass(frozen=True)
 class SchemaStatement:
     """One idempotent schema statement (``... IF NOT EXISTS``), applied by ``mkg schema apply``."""

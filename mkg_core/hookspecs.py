@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         QueryTool,
         SchemaStatement,
         Seeder,
+        Setting,
         ToolGroup,
     )
     from .harness import HarnessAdapter
@@ -212,6 +213,20 @@ def mkg_register_tool_groups(config: Settings) -> Iterable[ToolGroup] | None:
 
     All results are collected; group names and tool names must be unique across plugins. A
     group whose ``enabled(settings)`` is false is not mounted.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def mkg_register_settings() -> Iterable[Setting] | None:
+    """Return a :class:`~mkg_core.contrib.Setting` for each variable this plugin reads.
+
+    A plugin reads its variables with ``config.get("NAME")`` (the environment, then the ``.env``
+    file, like MKG's own); declaring them makes ``mkg config`` show them, masked when secret, and
+    ``mkg setup`` ask for the ones with a ``question``.
+
+    All results are collected; a variable declared by several plugins is shown once.
 
     .. versionadded:: 0.1
     """

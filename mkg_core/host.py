@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pluggy
 
@@ -23,6 +23,7 @@ from .contrib import (
     QueryTool,
     SchemaStatement,
     Seeder,
+    Setting,
     ToolGroup,
     check_named,
 )
@@ -152,6 +153,37 @@ class PluginHost:
         _unique("tool group", (g.name for g in groups))
         _unique("tool", (tool.name for g in groups for tool in g.tools))
         return groups
+
+    def tool_groups_by_plugin(self, config: Settings) -> list[tuple[str, list[ToolGroup]]]:
+        """Each plugin's tool groups, named by the plugin, in registration order (the server
+        mounts them and says which plugin a group or a clashing tool came from)."""
+        hook = self.pm.hook.mkg_register_tool_groups
+        found = []
+        for impl in reversed(hook.get_hookimpls()):  # registration order
+            name = self.pm.get_name(impl.plugin) or repr(impl.plugin)
+            try:
+                result = impl.function(**{arg: config for arg in impl.argnames if arg == "config"})
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {name}: mkg_register_tool_groups failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            groups: list[Any] = list(cast("Iterable[Any]", result or []))
+            for group in groups:
+                if not isinstance(group, ToolGroup):
+                    raise PluginError(f"plugin {name}: tool group contribution {group!r} is not a ToolGroup")
+            found.append((name, groups))
+        names = [g.name for _, groups in found for g in groups]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise PluginError(f"tool group {duplicates[0]!r} registered twice")
+        return found
+
+    def declared_settings(self) -> list[Setting]:
+        """The variables plugins read, each once (the first declaration of a variable wins)."""
+        declared: dict[str, Setting] = {}
+        for setting in self._typed("mkg_register_settings", {}, Setting, "setting"):
+            declared.setdefault(setting.variable, setting)
+        return list(declared.values())
 
     def register_commands(self, cli: click.Group) -> None:
         """Let plugins add subcommands; the root group refuses a name that is already taken."""

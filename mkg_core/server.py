@@ -130,7 +130,7 @@ def plan_groups(host: PluginHost, settings: Settings) -> tuple[list[Mounted], li
     mounted: list[Mounted] = []
     skipped: list[Skipped] = []
     owners: dict[str, str] = {}
-    for plugin_name, groups in _groups_by_plugin(host, settings):
+    for plugin_name, groups in host.tool_groups_by_plugin(settings):
         for group in groups:
             try:
                 enabled = group.is_enabled(settings)
@@ -153,29 +153,6 @@ def plan_groups(host: PluginHost, settings: Settings) -> tuple[list[Mounted], li
                 owners[tool.name] = plugin_name
             mounted.append(Mounted(group, plugin_name))
     return mounted, skipped
-
-
-def _groups_by_plugin(host: PluginHost, settings: Settings) -> list[tuple[str, list[ToolGroup]]]:
-    hook = host.pm.hook.mkg_register_tool_groups
-    found = []
-    for impl in reversed(hook.get_hookimpls()):  # registration order
-        name = host.pm.get_name(impl.plugin) or repr(impl.plugin)
-        try:
-            result = impl.function(**{arg: settings for arg in impl.argnames if arg == "config"})
-        except Exception as exc:
-            raise PluginError(
-                f"plugin {name}: mkg_register_tool_groups failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        groups: list[Any] = list(typing.cast(typing.Iterable[Any], result or []))
-        for group in groups:
-            if not isinstance(group, ToolGroup):
-                raise PluginError(f"plugin {name}: tool group contribution {group!r} is not a ToolGroup")
-        found.append((name, groups))
-    names = [g.name for _, groups in found for g in groups]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise PluginError(f"tool group {duplicates[0]!r} registered twice")
-    return found
 
 
 def tool_handler(spec: ToolSpec, runtime: Runtime) -> Any:

@@ -7,12 +7,12 @@ Precedence, highest first: explicit arguments (CLI flags) > the process environm
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
@@ -20,6 +20,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from . import envfiles
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .contrib import Setting
 
 
 class Settings(BaseSettings):
@@ -86,22 +89,6 @@ class Settings(BaseSettings):
         6.0, ge=0, validation_alias="MKG_QUERY_ERROR_CONSOLIDATION_INTERVAL_HOURS"
     )
 
-    # Providers
-    diffbot_token: SecretStr | None = Field(None, validation_alias="DIFFBOT_TOKEN")
-    diffbot_api_url: str = Field("https://kg.diffbot.com/kg/v3", validation_alias="DIFFBOT_API_URL")
-    gcp_project_id: str | None = Field(None, validation_alias="GCP_PROJECT_ID")
-    bigquery_dataset_id: str | None = Field(None, validation_alias="BIGQUERY_DATASET_ID")
-    bigquery_mcp_url: str | None = Field(None, validation_alias="BIGQUERY_MCP_URL")
-    bigquery_mcp_auth: SecretStr | None = Field(None, validation_alias="BIGQUERY_MCP_AUTH")
-    bigquery_mcp_headers: SecretStr | None = Field(None, validation_alias="BIGQUERY_MCP_HEADERS")
-    bigquery_region: str = Field("US", validation_alias="BIGQUERY_REGION")
-    neocarta_bin: str | None = Field(None, validation_alias="NEOCARTA_BIN")
-    gcp_billing_project_id: str | None = Field(None, validation_alias="GCP_BILLING_PROJECT_ID")
-    gcp_service_account_json: SecretStr | None = Field(None, validation_alias="GCP_SERVICE_ACCOUNT_JSON")
-    google_application_credentials: str | None = Field(
-        None, validation_alias="GOOGLE_APPLICATION_CREDENTIALS"
-    )
-
     # Capture (the hook reads MKG_DISABLED and its deadlines from its own environment only)
     disabled: bool = Field(False, validation_alias="MKG_DISABLED")
     hook_deadline_session_start: float = Field(2.0, ge=0, validation_alias="MKG_HOOK_DEADLINE_SESSION_START")
@@ -126,6 +113,7 @@ class Settings(BaseSettings):
     _env_file: Path | None = PrivateAttr(default=None)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
     _variables: dict[str, str] = PrivateAttr(default_factory=dict)
+    _variable_sources: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(
@@ -160,14 +148,23 @@ class Settings(BaseSettings):
         value = self._variables.get(variable.upper())
         return value.strip() if value is not None and value.strip() else default
 
+    def source_of_variable(self, variable: str) -> str:
+        """Where a variable read with :meth:`get` came from: ``environment``, the file, or
+        ``default``."""
+        value = self._variables.get(variable.upper())
+        if value is None or not value.strip():
+            return "default"
+        return self._variable_sources.get(variable.upper(), "default")
+
     def resolved_llm_model(self, client: str | None = None) -> str:
         """``LLM_MODEL`` > ``MKG_DEFAULT_LLM_MODEL`` > the client-aware default."""
         from .llm import default_model
 
         return default_model(self, client)
 
-    def describe(self) -> list[tuple[str, str, str]]:
-        """(variable, value with secrets masked, source) for every setting, for ``mkg config``."""
+    def describe(self, declared: Iterable[Setting] = ()) -> list[tuple[str, str, str]]:
+        """(variable, value with secrets masked, source) for every setting, for ``mkg config``;
+        then the variables plugins declared (see :class:`~mkg_core.contrib.Setting`)."""
         rows = []
         for name, info in type(self).model_fields.items():
             value = getattr(self, name)
@@ -178,6 +175,13 @@ class Settings(BaseSettings):
             else:
                 shown = str(value)
             rows.append((env_name(info, name), shown, self.source_of(name)))
+        own = {row[0] for row in rows}
+        for setting in declared:
+            if setting.variable in own:
+                continue
+            value = self.get(setting.variable, setting.default) or ""
+            shown = mask(value) if setting.secret else value
+            rows.append((setting.variable, shown, self.source_of_variable(setting.variable)))
         return rows
 
 
@@ -290,6 +294,10 @@ def load_settings(
     settings._sources = _sources(explicit, layers)
     settings._variables = {key.upper(): value for key, value in layers.file_values.items()}
     settings._variables.update({key.upper(): value for key, value in layers.environ.items()})
+    settings._variable_sources = {key.upper(): str(layers.env_file) for key in layers.file_values}
+    settings._variable_sources.update(
+        {key.upper(): "environment" for key, value in layers.environ.items() if value.strip()}
+    )
     return settings
 
 

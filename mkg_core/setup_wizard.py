@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from . import envfiles, runtime
+from .cli import App, pass_app
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ QUESTIONS: tuple[Question, ...] = (
         secret=True,
         optional=True,
     ),
-    Question("DIFFBOT_TOKEN", "Diffbot token (blank: none)", secret=True, optional=True),
 )
 FLAG_VARIABLES = {q.variable.lower().replace("_", "-"): q.variable for q in QUESTIONS}
 
@@ -85,17 +85,29 @@ def _check_value(variable: str, value: str) -> str:
 @click.option("--openai-api-key", help="OPENAI_API_KEY")
 @click.option("--anthropic-api-key", help="ANTHROPIC_API_KEY")
 @click.option("--claude-code-oauth-token", help="CLAUDE_CODE_OAUTH_TOKEN")
-@click.option("--diffbot-token", help="DIFFBOT_TOKEN")
-@click.option("--set", "extra", multiple=True, metavar="KEY=VALUE", help="Any other variable; repeatable.")
+@click.option(
+    "--set",
+    "extra",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any other variable, a plugin's too; repeatable.",
+)
+@pass_app
 def setup_command(
-    target: str | None, non_interactive: bool, extra: tuple[str, ...], **flags: str | None
+    app: App, /, target: str | None, non_interactive: bool, extra: tuple[str, ...], **flags: str | None
 ) -> None:
     """Write the credentials file read by the hooks, the worker and the MCP server.
 
-    Prompts for what is missing (secrets without echo) and keeps what the file already holds.
+    Prompts for what is missing (secrets without echo), then for what installed plugins ask
+    (a Diffbot token with mkg-diffbot, ...), and keeps what the file already holds.
     With --non-interactive, or when standard input is not a terminal, only flags are used.
     The file is written with mode 600.
     """
+    questions = QUESTIONS + tuple(
+        Question(s.variable, s.question, secret=s.secret, default=s.default, optional=True)
+        for s in app.host.declared_settings()
+        if s.question and s.variable not in FLAG_VARIABLES.values()
+    )
     path = Path(target).expanduser() if target else envfiles.user_env_file(os.environ)
     values = envfiles.parse_env_file(path) if path.is_file() else {}
     given = {
@@ -107,7 +119,7 @@ def setup_command(
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
         given[key.strip()] = value
     interactive = not non_interactive and sys.stdin.isatty()
-    for question in QUESTIONS:
+    for question in questions:
         if question.variable in given or not interactive:
             continue
         current = values.get(question.variable)
@@ -124,7 +136,7 @@ def setup_command(
                 given[question.variable] = answer
     for key, value in given.items():
         values[key] = _check_value(key, value)
-    for question in QUESTIONS:
+    for question in questions:
         if question.default and not values.get(question.variable):
             values[question.variable] = question.default
     values = {key: value for key, value in values.items() if value != ""}

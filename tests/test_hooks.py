@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import click
@@ -9,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from mkg_core import hookimpl
-from mkg_core.cli import MkgGroup
+from mkg_core.cli import MkgGroup, build_cli
 from mkg_core.contrib import (
     CaptureContext,
     CaptureHandler,
@@ -19,6 +20,7 @@ from mkg_core.contrib import (
     QueryTool,
     SchemaStatement,
     Seeder,
+    Setting,
     ToolGroup,
     ToolSpec,
 )
@@ -322,6 +324,33 @@ def test_hook_mkg_register_tool_groups(pm, host, settings) -> None:
     pm.register(SameTool(), name="test-same-tool")
     with pytest.raises(PluginError, match="tool 'toy_ping' registered twice"):
         host.tool_groups(settings)
+
+
+def test_hook_mkg_register_settings(host, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mkg config` lists a plugin's variables with their source, masked when secret, defaults
+    shown, each once."""
+
+    class Acme:
+        @hookimpl
+        def mkg_register_settings(self) -> list[Setting]:
+            return [
+                Setting("ACME_API_KEY", "the Acme key", secret=True),
+                Setting("ACME_REGION", "where", default="eu"),
+                Setting("NEO4J_URI", "declared again: shown once"),
+            ]
+
+    host.pm.register(Acme(), name="acme")
+    monkeypatch.setenv("ACME_API_KEY", "acme-0123456789abcdef")
+    result = CliRunner().invoke(build_cli(host), ["config", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["settings"]
+    by_name = {row["variable"]: row for row in rows}
+    assert by_name["ACME_API_KEY"]["source"] == "environment"
+    assert "0123456789abcdef" not in by_name["ACME_API_KEY"]["value"]
+    assert (by_name["ACME_REGION"]["value"], by_name["ACME_REGION"]["source"]) == ("eu", "default")
+    assert [row["variable"] for row in rows].count("NEO4J_URI") == 1
+    with pytest.raises(PluginError, match="upper-case"):
+        Setting("acme-key")
 
 
 def test_hook_mkg_register_commands(pm, host) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from mkg_core import hookimpl
-from mkg_core.contrib import SchemaStatement, SeedContext, Seeder
+from mkg_core.contrib import SchemaStatement, SeedContext, Seeder, Setting
 from mkg_core.identity import resolve_project
 from mkg_core.settings import Settings
 
@@ -60,6 +60,22 @@ def _neocarta(context: SeedContext) -> None:
     from .seeders import seed_catalog
 
     seed_catalog(context, required=True)
+
+
+@hookimpl
+def mkg_register_settings() -> list[Setting]:
+    """The warehouse the demo seeds (optional: the demo runs on the graph alone)."""
+    return [
+        Setting("BIGQUERY_DATASET_ID", "the BigQuery dataset the demo seeds"),
+        Setting("BIGQUERY_REGION", "the dataset's location", default="US"),
+        Setting("GCP_BILLING_PROJECT_ID", "the project billed for seeding (default: GCP_PROJECT_ID)"),
+        Setting("GCP_PROJECT_ID", "the Google Cloud project of the BigQuery dataset"),
+        Setting("GCP_SERVICE_ACCOUNT_JSON", "an inline service-account key (JSON)", secret=True),
+        Setting(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "a service-account key file (else default credentials)",
+        ),
+    ]
 
 
 @hookimpl

@@ -111,10 +111,11 @@ TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
 
 
 def _google_credentials(settings: Settings) -> str | None:
-    if settings.gcp_service_account_json is not None:
+    if settings.get("GCP_SERVICE_ACCOUNT_JSON"):
         return "GCP_SERVICE_ACCOUNT_JSON"
-    if settings.google_application_credentials:
-        path = Path(settings.google_application_credentials).expanduser()
+    credentials = settings.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if credentials:
+        path = Path(credentials).expanduser()
         return "GOOGLE_APPLICATION_CREDENTIALS" if path.is_file() else None
     return "application-default credentials" if ADC_FILE.expanduser().is_file() else None
 
@@ -123,15 +124,15 @@ def bigquery_problems(settings: Settings) -> list[str]:
     """What stops the BigQuery seeder; empty when it can run."""
     problems = []
     for name, value in (
-        ("GCP_PROJECT_ID", settings.gcp_project_id),
-        ("BIGQUERY_DATASET_ID", settings.bigquery_dataset_id),
+        ("GCP_PROJECT_ID", settings.get("GCP_PROJECT_ID")),
+        ("BIGQUERY_DATASET_ID", settings.get("BIGQUERY_DATASET_ID")),
     ):
         if not value:
             problems.append(f"{name} is not set")
-    if settings.google_application_credentials and _google_credentials(settings) is None:
+    if settings.get("GOOGLE_APPLICATION_CREDENTIALS") and _google_credentials(settings) is None:
         problems.append(
             "GOOGLE_APPLICATION_CREDENTIALS points to a missing file: "
-            f"{settings.google_application_credentials}"
+            f"{settings.get('GOOGLE_APPLICATION_CREDENTIALS')}"
         )
     elif _google_credentials(settings) is None:
         problems.append(
@@ -188,14 +189,15 @@ def _bq_type(column: str, sample: Any) -> str:
 @contextlib.contextmanager
 def google_credentials_file(settings: Settings) -> Iterator[None]:
     """Inline service-account JSON becomes a private temporary file for the Google clients."""
-    if settings.gcp_service_account_json is None:
+    inline = settings.get("GCP_SERVICE_ACCOUNT_JSON")
+    if inline is None:
         yield
         return
     fd, path = tempfile.mkstemp(prefix="mkg-sa-", suffix=".json")
     try:
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w") as handle:
-            handle.write(settings.gcp_service_account_json.get_secret_value())
+            handle.write(inline)
         previous = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
         os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = path
         try:
@@ -213,11 +215,12 @@ def seed_bigquery(settings: Settings, data: Dataset, say: Callable[[str], None])
     """Replace the five tables of ``GCP_PROJECT_ID.BIGQUERY_DATASET_ID`` with the dataset."""
     from google.cloud import bigquery  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
-    assert settings.gcp_project_id and settings.bigquery_dataset_id
+    project, dataset = settings.get("GCP_PROJECT_ID"), settings.get("BIGQUERY_DATASET_ID")
+    assert project and dataset
     with google_credentials_file(settings):
-        client = bigquery.Client(project=settings.gcp_billing_project_id or settings.gcp_project_id)
-        dataset_ref = bigquery.Dataset(f"{settings.gcp_project_id}.{settings.bigquery_dataset_id}")
-        dataset_ref.location = settings.bigquery_region
+        client = bigquery.Client(project=settings.get("GCP_BILLING_PROJECT_ID") or project)
+        dataset_ref = bigquery.Dataset(f"{project}.{dataset}")
+        dataset_ref.location = settings.get("BIGQUERY_REGION") or "US"
         dataset_ref.description = "RoadFlex enterprise rental book (MKG sales-agent demo)"
         client.create_dataset(dataset_ref, exists_ok=True)
         for table, (attribute, description, columns) in TABLES.items():
@@ -233,10 +236,8 @@ def seed_bigquery(settings: Settings, data: Dataset, say: Callable[[str], None])
             )
             table_id = f"{dataset_ref.dataset_id}.{table}"
             rows = rows_for(data, table)
-            client.load_table_from_json(
-                rows, f"{settings.gcp_project_id}.{table_id}", job_config=config
-            ).result()
-            bq_table = client.get_table(f"{settings.gcp_project_id}.{table_id}")
+            client.load_table_from_json(rows, f"{project}.{table_id}", job_config=config).result()
+            bq_table = client.get_table(f"{project}.{table_id}")
             bq_table.description = description
             client.update_table(bq_table, ["description"])
             say(f"bigquery: {table_id} <- {len(rows)} rows")

@@ -31,7 +31,7 @@ import httpx2
 
 from mkg_core.contrib import ToolContext, ToolGroup, ToolSpec
 from mkg_core.errors import ConfigError, MkgError
-from mkg_core.settings import Settings, secret
+from mkg_core.settings import Settings
 
 REMOTE_TOOL = "execute_sql_readonly"
 BIGQUERY_SCOPES = ("https://www.googleapis.com/auth/bigquery",)
@@ -44,7 +44,7 @@ class BigQueryError(MkgError):
 
 def extra_headers(settings: Settings) -> dict[str, str]:
     """``BIGQUERY_MCP_HEADERS`` as a dict; a clear ConfigError when it is not a JSON object of strings."""
-    raw = secret(settings.bigquery_mcp_headers)
+    raw = settings.get("BIGQUERY_MCP_HEADERS")
     if not raw or not raw.strip():
         return {}
     try:
@@ -77,14 +77,16 @@ class GoogleAuth(httpx2.Auth):
         import google.auth
         from google.auth.exceptions import DefaultCredentialsError
 
-        inline = secret(settings.gcp_service_account_json)
+        inline = settings.get("GCP_SERVICE_ACCOUNT_JSON")
         if inline and inline.strip():
             return cls(
                 _credentials_from_info(
                     _json_object(inline, "GCP_SERVICE_ACCOUNT_JSON"), "GCP_SERVICE_ACCOUNT_JSON"
                 )
             )
-        path = (settings.google_application_credentials or "").strip()  # the environment or the .env file
+        path = (
+            settings.get("GOOGLE_APPLICATION_CREDENTIALS") or ""
+        ).strip()  # the environment or the .env file
         if path and os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") != path:
             try:
                 text = Path(path).expanduser().read_text(encoding="utf-8")
@@ -153,11 +155,11 @@ def _credentials_from_info(info: dict[str, Any], source: str) -> Any:
 
 def connection(settings: Settings) -> tuple[str, dict[str, str], httpx2.Auth | None]:
     """The endpoint URL, its headers and its auth, as the settings name them."""
-    url = (settings.bigquery_mcp_url or "").strip()
+    url = (settings.get("BIGQUERY_MCP_URL") or "").strip()
     if not url:
         raise ConfigError("BIGQUERY_MCP_URL is not set")
     headers = extra_headers(settings)
-    explicit = secret(settings.bigquery_mcp_auth)
+    explicit = settings.get("BIGQUERY_MCP_AUTH")
     if explicit and explicit.strip():
         value = explicit.strip()
         headers["Authorization"] = value if " " in value else f"Bearer {value}"
@@ -174,7 +176,7 @@ async def call_remote(settings: Settings, query: str) -> Any:
     from mcp_types import TextContent
 
     url, headers, auth = connection(settings)
-    arguments = {"projectId": settings.gcp_project_id or "", "query": query}
+    arguments = {"projectId": settings.get("GCP_PROJECT_ID") or "", "query": query}
     refused: list[int] = []
 
     async def note_status(response: httpx2.Response) -> None:
@@ -226,7 +228,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def missing(settings: Settings) -> list[str]:
-    if not (settings.bigquery_mcp_url or "").strip():
+    if not (settings.get("BIGQUERY_MCP_URL") or "").strip():
         return ["BIGQUERY_MCP_URL (the remote BigQuery MCP endpoint)"]
     try:
         extra_headers(settings)

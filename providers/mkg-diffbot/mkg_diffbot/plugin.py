@@ -11,7 +11,12 @@ from mkg_core import hookimpl
 from mkg_core.settings import Settings
 
 from .ingest import SCHEMA, DiffbotIngestion
-from .tools import tool_group
+from .tools import SETTINGS, tool_group
+
+
+@hookimpl
+def mkg_register_settings() -> tuple[object, ...]:
+    return SETTINGS
 
 
 @hookimpl

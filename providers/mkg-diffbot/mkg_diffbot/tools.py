@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
-from mkg_core.contrib import ToolContext, ToolGroup, ToolSpec
+from mkg_core.contrib import Setting, ToolContext, ToolGroup, ToolSpec
 from mkg_core.errors import MkgError
-from mkg_core.settings import Settings, secret
+from mkg_core.settings import Settings
 
 if TYPE_CHECKING:
     from .client import DiffbotClient
@@ -37,11 +37,16 @@ BUDGET_CHARS = 70_000
 HEAVY_FIELDS = ("locations", "categories", "allNames", "description", "summary")
 MAX_NEWS = 10
 MAX_ENHANCE = 5
+DEFAULT_API_URL = "https://kg.diffbot.com/kg/v3"
+#: The variables this package reads.
+SETTINGS = (
+    Setting("DIFFBOT_TOKEN", "mounts the Diffbot tools", secret=True, question="Diffbot token (blank: none)"),
+    Setting("DIFFBOT_API_URL", "the Diffbot Knowledge Graph API base", default=DEFAULT_API_URL),
+)
 
 
 def token(settings: Settings) -> str | None:
-    value = secret(settings.diffbot_token)
-    return value.strip() if value and value.strip() else None
+    return settings.get("DIFFBOT_TOKEN")
 
 
 def client_for(settings: Settings) -> DiffbotClient:
@@ -50,7 +55,7 @@ def client_for(settings: Settings) -> DiffbotClient:
     value = token(settings)
     if value is None:
         raise MkgError("a Diffbot token is required: set DIFFBOT_TOKEN")
-    return DiffbotClient(value, settings.diffbot_api_url)
+    return DiffbotClient(value, settings.get("DIFFBOT_API_URL", DEFAULT_API_URL) or DEFAULT_API_URL)
 
 
 def search_news(context: ToolContext, dql: str, max_results: int = 10) -> dict[str, Any]:

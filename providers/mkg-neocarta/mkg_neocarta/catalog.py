@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mkg_core.errors import ConfigError, MkgError
-from mkg_core.settings import Settings, secret
+from mkg_core.settings import Settings
 
 from .locate import INSTALL_HINT, child_env, command, embedding_key_missing
 
@@ -37,9 +37,7 @@ def problems(settings: Settings, *, bigquery: bool) -> list[str]:
     """What stops a load; empty when it can run."""
     found = []
     if bigquery:
-        found += [
-            name for name in ("GCP_PROJECT_ID", "BIGQUERY_DATASET_ID") if not getattr(settings, name.lower())
-        ]
+        found += [name for name in ("GCP_PROJECT_ID", "BIGQUERY_DATASET_ID") if not settings.get(name)]
     if command("neocarta", settings) is None:
         found.append(f"the neocarta command: {INSTALL_HINT}")
     missing_key = embedding_key_missing(settings)
@@ -51,16 +49,10 @@ def problems(settings: Settings, *, bigquery: bool) -> list[str]:
 def load_bigquery(settings: Settings, say: Callable[[str], None] = lambda line: None) -> Any:
     """Catalog ``GCP_PROJECT_ID.BIGQUERY_DATASET_ID``; returns neocarta's JSON summary."""
     _check(problems(settings, bigquery=True))
-    assert settings.gcp_project_id and settings.bigquery_dataset_id
-    args = [
-        "bigquery",
-        "schema",
-        "--project-id",
-        settings.gcp_project_id,
-        "--dataset-id",
-        settings.bigquery_dataset_id,
-    ]
-    say(f"neocarta: cataloguing {settings.gcp_project_id}.{settings.bigquery_dataset_id}")
+    project, dataset = settings.get("GCP_PROJECT_ID"), settings.get("BIGQUERY_DATASET_ID")
+    assert project and dataset
+    args = ["bigquery", "schema", "--project-id", project, "--dataset-id", dataset]
+    say(f"neocarta: cataloguing {project}.{dataset}")
     with _service_account_file(settings) as key_file:
         return _run(settings, [*args, "--embeddings", "--json"], key_file, say)
 
@@ -114,7 +106,7 @@ def _run(settings: Settings, args: list[str], key_file: str | None, say: Callabl
 @contextlib.contextmanager
 def _service_account_file(settings: Settings) -> Iterator[str | None]:
     """Inline ``GCP_SERVICE_ACCOUNT_JSON`` as a private (mode 600) file for the child, removed after."""
-    inline = secret(settings.gcp_service_account_json)
+    inline = settings.get("GCP_SERVICE_ACCOUNT_JSON")
     if not inline or not inline.strip():
         yield None
         return

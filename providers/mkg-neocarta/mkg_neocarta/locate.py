@@ -48,7 +48,7 @@ _PASSED_THROUGH = (
 def command(name: str, settings: Settings, environ: Mapping[str, str] | None = None) -> list[str] | None:
     """The argv prefix that runs neocarta's ``name`` command (``neocarta`` or ``neocarta-mcp``), or None."""
     environ = os.environ if environ is None else environ
-    folder = (settings.neocarta_bin or "").strip()
+    folder = (settings.get("NEOCARTA_BIN") or "").strip()
     if folder:
         candidate = Path(folder).expanduser() / name
         return [str(candidate)] if os.access(candidate, os.X_OK) else None
@@ -83,7 +83,7 @@ def child_env(settings: Settings, environ: Mapping[str, str] | None = None) -> d
             "NEO4J_DATABASE": settings.neo4j_database,
             "EMBEDDING_MODEL": settings.embedding_model,
             "EMBEDDING_DIMENSIONS": str(settings.embedding_dimensions),
-            "BIGQUERY_REGION": settings.bigquery_region,
+            "BIGQUERY_REGION": settings.get("BIGQUERY_REGION") or "US",
             # neocarta uses litellm too: never let it fetch the model price map from the internet.
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         }
@@ -96,10 +96,10 @@ def child_env(settings: Settings, environ: Mapping[str, str] | None = None) -> d
         if key_value:
             env[variable] = key_value
     optional: dict[str, str | None] = {
-        "GCP_PROJECT_ID": settings.gcp_project_id,
-        "BIGQUERY_DATASET_ID": settings.bigquery_dataset_id,
-        "GCP_BILLING_PROJECT_ID": settings.gcp_billing_project_id,
-        "GOOGLE_APPLICATION_CREDENTIALS": settings.google_application_credentials,
+        "GCP_PROJECT_ID": settings.get("GCP_PROJECT_ID"),
+        "BIGQUERY_DATASET_ID": settings.get("BIGQUERY_DATASET_ID"),
+        "GCP_BILLING_PROJECT_ID": settings.get("GCP_BILLING_PROJECT_ID"),
+        "GOOGLE_APPLICATION_CREDENTIALS": settings.get("GOOGLE_APPLICATION_CREDENTIALS"),
         "OPENAI_BASE_URL": settings.openai_base_url,
         "OPENAI_API_BASE": settings.openai_base_url,
     }

@@ -9,8 +9,24 @@ from __future__ import annotations
 import click
 
 from mkg_core import hookimpl
-from mkg_core.contrib import ToolGroup
+from mkg_core.contrib import Setting, ToolGroup
 from mkg_core.settings import Settings
+
+
+@hookimpl
+def mkg_register_settings() -> list[Setting]:
+    return [
+        Setting("NEOCARTA_BIN", "the folder of the neocarta commands (else PATH, else uvx)"),
+        Setting("BIGQUERY_DATASET_ID", "the BigQuery dataset to catalogue"),
+        Setting("BIGQUERY_REGION", "the dataset's location", default="US"),
+        Setting("GCP_BILLING_PROJECT_ID", "the project billed for queries (default: GCP_PROJECT_ID)"),
+        Setting("GCP_PROJECT_ID", "the Google Cloud project of the BigQuery dataset"),
+        Setting("GCP_SERVICE_ACCOUNT_JSON", "an inline service-account key (JSON)", secret=True),
+        Setting(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "a service-account key file (else default credentials)",
+        ),
+    ]
 
 
 @hookimpl

@@ -36,9 +36,7 @@ SEARCHES = {
 
 
 def missing(settings: Settings) -> list[str]:
-    found = [
-        name for name in ("GCP_PROJECT_ID", "BIGQUERY_DATASET_ID") if not getattr(settings, name.lower())
-    ]
+    found = [name for name in ("GCP_PROJECT_ID", "BIGQUERY_DATASET_ID") if not settings.get(name)]
     key = embedding_key_missing(settings)
     if key:
         found.append(key)
