@@ -15,6 +15,8 @@ from .host import PluginHost
 from .plugins import make_plugin_manager
 from .settings import Settings, load_settings
 
+__all__ = ["App", "fail", "guarded", "pass_app", "print_json"]
+
 
 class MkgGroup(click.Group):
     """The root group: a plugin may add commands but never silently replace one."""

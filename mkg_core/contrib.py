@@ -20,6 +20,22 @@ if TYPE_CHECKING:
     from .identity import ProjectRef, UserRef
     from .settings import Settings
 
+__all__ = [
+    "CaptureContext",
+    "CaptureHandler",
+    "ContextProvider",
+    "Embedder",
+    "Job",
+    "QueryTool",
+    "SchemaStatement",
+    "SeedContext",
+    "Seeder",
+    "Setting",
+    "ToolContext",
+    "ToolGroup",
+    "ToolSpec",
+]
+
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 _TOOL_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 

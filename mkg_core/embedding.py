@@ -18,6 +18,8 @@ from .llm import PROVIDER_KEYS, credentials_for, provider_of
 if TYPE_CHECKING:
     from .settings import Settings
 
+__all__ = ["EmbeddingError", "LiteLLMEmbedder", "embed_or_none"]
+
 log = logging.getLogger("mkg.embedding")
 
 #: ``EMBEDDING_MODEL`` values that turn embeddings off.

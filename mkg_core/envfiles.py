@@ -20,6 +20,18 @@ from pathlib import Path
 
 from . import runtime
 
+__all__ = [
+    "config_dir",
+    "data_dir",
+    "env_file_candidates",
+    "format_env_line",
+    "parse_env_file",
+    "parse_env_text",
+    "resolve_env_file",
+    "state_dir",
+    "user_env_file",
+]
+
 APP_DIR_NAME = runtime.APP_DIR_NAME
 
 

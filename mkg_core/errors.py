@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["ConfigError", "GraphUnavailable", "MkgError", "PayloadError", "PluginError"]
+
 
 class MkgError(Exception):
     """Base class of every error MKG raises on purpose."""

@@ -43,7 +43,7 @@ def tool_result(event: HookEvent) -> Any:
     """A tool event's answer with the harness's wrapping taken off (JSON in strings, MCP content
     blocks, ``{"result": ...}`` envelopes, an oversized answer saved to a file): the innermost
     structured value, else the text. None for a failed call."""
-    from .query_failures import unwrap  # not on the hook's fast path
+    from .tool_results import unwrap  # not on the hook's fast path
 
     response = unwrap(event.tool_response)
     if event.is_error or response.is_error:

@@ -19,6 +19,8 @@ from .settings import secret
 if TYPE_CHECKING:
     from .settings import Settings
 
+__all__ = ["Graph"]
+
 T = TypeVar("T")
 
 #: How long to wait for a connection before calling Neo4j unavailable.

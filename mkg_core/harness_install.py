@@ -24,6 +24,32 @@ from pathlib import Path
 from . import runtime
 from .errors import MkgError
 
+__all__ = [
+    "DESCRIPTION",
+    "MARKETPLACE_NAME",
+    "MCP_SERVER_NAME",
+    "PLUGIN_NAME",
+    "PLUGIN_REF",
+    "InstallError",
+    "Payload",
+    "Runner",
+    "executable",
+    "harness_runner",
+    "hook_command",
+    "hook_env",
+    "hook_timeout",
+    "hooks_config",
+    "marketplace_manifest",
+    "mcp_config",
+    "package_files",
+    "pinned_env",
+    "plugin_manifest",
+    "plugin_payload",
+    "version",
+    "warm_mcp",
+    "write_or_list",
+]
+
 PLUGIN_NAME = "meta-knowledge-graph"
 MARKETPLACE_NAME = "mkg"
 MCP_SERVER_NAME = "mkg"

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from typing import IO
 
 
+__all__ = ["LineReader"]
+
+
 class LineReader:
     """Lines from a pipe (a child's stdout), each waited for until a deadline."""
 

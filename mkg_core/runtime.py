@@ -25,6 +25,8 @@ TYPE_CHECKING = False  # typing itself is too slow to import on the hook path
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+__all__ = ["ensure_private_dir", "state_dir"]
+
 APP_DIR_NAME = "meta-knowledge-graph"
 SPOOL_FILE = "spool.db"
 LOCK_FILE = "worker.lock"

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from .contrib import Setting
 
 
+__all__ = ["Settings", "load_settings", "mask", "secret"]
+
+
 class Settings(BaseSettings):
     """MKG's configuration. Field docs are the configuration table in ``docs/configuration.md``."""
 

@@ -13,8 +13,9 @@ import pytest
 from mkg_core.error_patterns import WRITE_PATTERNS, pattern_id, pattern_text
 from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
-from mkg_core.query_failures import BY_TYPE, CONSOLIDATABLE, classify, unwrap
+from mkg_core.query_failures import BY_TYPE, CONSOLIDATABLE, classify
 from mkg_core.testing import CaptureRig
+from mkg_core.tool_results import unwrap
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from mkg_core.contrib import CaptureContext, CaptureHandler, SchemaStatement
 from mkg_core.events import HookEvent
-from mkg_core.query_failures import unwrap
+from mkg_core.tool_results import unwrap
 
 log = logging.getLogger("mkg.diffbot")
 
