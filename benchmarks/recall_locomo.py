@@ -6,7 +6,7 @@ Each LoCoMo conversation becomes one project. Two unit types, run separately:
   (what the extractor would have distilled), carrying the dialog ids it was drawn from;
 - ``turn``: every dialog turn (``speaker: text``) becomes an approved, project-scoped ``:Learning``.
 
-Every question of category 1-4 with evidence is asked through ``mkg_core.recall.search_learnings``
+Every question of category 1-4 with evidence is asked through ``mkg_core.search.search_learnings``
 (the function the prompt hook uses) against a real Neo4j, in each mode: fulltext only, vector only,
 hybrid (both fused, no floors), and the default (hybrid with the prompt hook's floors). Reported per
 mode: evidence recall@5 and @10 (gold dialog ids covered by the top k units, averaged over
@@ -49,8 +49,9 @@ from report import machine, save  # noqa: E402
 
 from mkg_core.contrib import Embedder  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
-from mkg_core.recall import estimate_tokens, search_learnings  # noqa: E402
+from mkg_core.recall import estimate_tokens  # noqa: E402
 from mkg_core.schema import apply_schema, core_statements, wait_online  # noqa: E402
+from mkg_core.search import search_learnings  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
 from mkg_core.testing import reset_database, scratch_neo4j  # noqa: E402
 

@@ -12,7 +12,7 @@ For each size, in one growing database:
 1. the new learnings are loaded with no index in place (load rate reported);
 2. the schema is dropped and applied again, and the time until every index is online is the index
    build time at that size;
-3. ``--queries`` questions are asked through ``mkg_core.recall.search_learnings`` (the prompt hook's
+3. ``--queries`` questions are asked through ``mkg_core.search.search_learnings`` (the prompt hook's
    search) in fulltext and hybrid mode. A question is 4 words of one project-scoped learning plus 2
    random vocabulary words, asked in that learning's project by its owner. Reported: p50/p95 latency
    and how often the learning asked about is in the top 5 and top 10 (``found@5``, ``found@10``);
@@ -50,8 +50,8 @@ from report import machine, save  # noqa: E402
 from mkg_core.contrib import Embedder  # noqa: E402
 from mkg_core.fakellm import hashed_vector  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
-from mkg_core.recall import VECTOR_SEARCH_FACTOR, search_learnings  # noqa: E402
 from mkg_core.schema import apply_schema, core_statements  # noqa: E402
+from mkg_core.search import VECTOR_SEARCH_FACTOR, search_learnings  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
 from mkg_core.testing import drop_schema, reset_database, scratch_neo4j  # noqa: E402
 

@@ -35,8 +35,8 @@ from .injection import FENCE_CLOSE, FENCE_OPEN, neutralise
 from .learnings import collapse
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .query_failures import CONSOLIDATABLE, inspect
-from .recall import keyword_query, rrf
 from .redaction import scrub
+from .search import keyword_query, rrf
 from .timeframes import aware
 
 if TYPE_CHECKING:

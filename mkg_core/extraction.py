@@ -54,8 +54,8 @@ from .learnings import (
     write_learnings,
 )
 from .llm import FENCE_RULE, LLM, LLMError, Usage, fence
-from .recall import search_learnings
 from .redaction import scrub
+from .search import search_learnings
 
 if TYPE_CHECKING:
     import neo4j

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .embedding import embed_or_none
 from .learnings import CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TOMBSTONE
 from .llm import FENCE_RULE, LLM, LLMError, fence
-from .recall import VECTOR_SEARCH_FACTOR, keyword_query, scoped_query
+from .search import VECTOR_SEARCH_FACTOR, keyword_query, scoped_query
 
 if TYPE_CHECKING:
     import neo4j

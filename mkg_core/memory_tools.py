@@ -26,9 +26,10 @@ from .learnings import (
     write_learnings,
 )
 from .learnings import task_pattern as normalize_task_pattern
-from .recall import RECENT_OBSERVATIONS, search_learnings
+from .recall import RECENT_OBSERVATIONS
 from .redaction import scrub
 from .review import QUEUE_SIZE, resolve, review_queue
+from .search import search_learnings
 
 SOURCE = "agent-mcp"
 ENSURE_OWNERS = """

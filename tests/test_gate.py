@@ -17,9 +17,9 @@ from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.gate import Gate
 from mkg_core.graph import Graph
 from mkg_core.host import PluginHost
-from mkg_core.recall import search_learnings
 from mkg_core.review import review_queue
 from mkg_core.schema import apply_schema, core_statements
+from mkg_core.search import search_learnings
 from mkg_core.settings import Settings, load_settings
 from mkg_core.testing import Neo4jServer
 

@@ -12,15 +12,9 @@ from mkg_core.events import HookEvent
 from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
 from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN, strip_recalled
-from mkg_core.recall import (
-    BOOTSTRAP_PROMPT,
-    InjectionEventLinks,
-    estimate_tokens,
-    keyword_query,
-    mark_injected,
-    search_learnings,
-)
+from mkg_core.recall import BOOTSTRAP_PROMPT, InjectionEventLinks, estimate_tokens, mark_injected
 from mkg_core.schema import apply_schema, core_statements
+from mkg_core.search import keyword_query, search_learnings
 from mkg_core.settings import load_settings
 from mkg_core.testing import CaptureRig
 

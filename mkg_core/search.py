@@ -1,0 +1,342 @@
+"""Searching learnings: the fulltext, vector and date rankings of one text, fused.
+
+Used by recall (what is injected), the consistency gate (a candidate's neighbours), memory
+tools and extraction. Only words of the text reach the fulltext index (:func:`keyword_query`), each
+query is scoped to the project's learnings and the user's own (:func:`scoped_query`), and the
+rankings are fused by weighted reciprocal rank fusion (:func:`fuse`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .embedding import embed_or_none
+from .schema import LEARNING_TEXT_FIELDS
+from .timeframes import Window, aware, named_windows
+
+if TYPE_CHECKING:
+    from .contrib import Embedder
+    from .graph import Graph
+
+log = logging.getLogger("mkg.recall")
+
+STATUSES = ("approved", "candidate")
+TOKEN_RE = re.compile(r"[A-Za-z0-9]{3,}")
+_STOPWORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "your",
+        "with",
+        "this",
+        "that",
+        "from",
+        "have",
+        "has",
+        "had",
+        "was",
+        "were",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "how",
+        "all",
+        "any",
+        "our",
+        "out",
+        "use",
+        "using",
+        "into",
+        "about",
+        "over",
+        "then",
+        "than",
+        "them",
+        "they",
+        "there",
+        "their",
+        "its",
+        "it's",
+        "been",
+        "being",
+        "also",
+        "just",
+        "like",
+        "more",
+        "most",
+        "some",
+        "such",
+        "only",
+        "very",
+        "does",
+        "did",
+        "done",
+        "please",
+        "make",
+        "want",
+        "need",
+        "let",
+        "get",
+        "got",
+        "one",
+        "two",
+        "may",
+        "might",
+        "must",
+        "shall",
+        "each",
+        "other",
+        "these",
+        "those",
+        "here",
+    ]
+)
+
+
+def keyword_query(text: str, limit: int = 16) -> str | None:
+    """A fulltext query from free text: distinct lowercase words of 3+ letters, no stop words.
+
+    Only letters and digits survive, so no Lucene syntax from a prompt can ever reach the index.
+    """
+    words: list[str] = []
+    for match in TOKEN_RE.finditer(text):
+        word = match.group(0).lower()
+        if word not in _STOPWORDS and word not in words:
+            words.append(word)
+        if len(words) >= limit:
+            break
+    return " ".join(words) or None
+
+
+def scoped_query(
+    words: str, *, project_id: str, user_id: str | None, statuses: Sequence[str] = STATUSES
+) -> str:
+    """A query of ``project_learning_fulltext`` for ``words`` (from :func:`keyword_query`) in the
+    text fields of the project's learnings and of the user's facts, with one of ``statuses``.
+
+    The scope is applied inside the index, so other projects' learnings never crowd this one's out
+    of the top hits. It has boost 0: scores are those of the words alone. The index tokenizes the
+    ids, so a scope clause can admit a near-miss id ("acme" admits "acme-web"); callers check
+    ownership exactly afterwards.
+    """
+    text = " ".join(f"{field}:({words})" for field in LEARNING_TEXT_FIELDS)
+    owners = [f"(+scope:project +project_id:{_phrase(project_id)})"]
+    if user_id:
+        owners.append(f"(+scope:user +user_id:{_phrase(user_id)})")
+    status = " ".join(f"status:{_phrase(s)}" for s in statuses)
+    return f"+({text}) +(+({' '.join(owners)}) +({status}))^0"
+
+
+def _phrase(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+_LIVE_AND_UNSEEN = """
+WHERE node.status IN $statuses
+  AND coalesce(node.consistency_status, '') <> 'held'
+  AND ((node.scope = 'project' AND node.project_id = $project_id)
+       OR (node.scope = 'user' AND node.user_id = $user_id
+           AND (node.status = 'approved' OR node.project_id = $project_id)))
+  AND ($session_id IS NULL OR NOT EXISTS {
+        MATCH (node)-[:INJECTED_IN|FROM_SESSION]->(:Session {session_id: $session_id}) })
+RETURN node.id AS id, node.text AS text, node.status AS status, node.scope AS scope,
+       coalesce(node.confidence, 0.0) AS confidence, node.created_at AS created_at, score
+ORDER BY score DESC
+LIMIT $candidates
+"""
+
+FULLTEXT_LEARNINGS = (
+    """
+CALL db.index.fulltext.queryNodes('project_learning_fulltext', $query, {limit: $candidates * 4})
+YIELD node, score
+"""
+    + _LIVE_AND_UNSEEN
+)
+
+#: How many neighbours the vector index is asked for, per candidate kept. Filtered approximate
+#: search finds more of the true nearest when asked for more, at little cost: at a million learnings
+#: over 100 projects, asking for 10 gave a third of the exact top 10 and asking for 300 gave 88%,
+#: in about the same time (docs/benchmarks.md, "Scale").
+VECTOR_SEARCH_FACTOR = 10
+
+#: Project and user learnings nearest the vector, filtered inside the index (``SEARCH``).
+VECTOR_LEARNINGS = (
+    """
+CALL () {
+  MATCH (node:Learning)
+    SEARCH node IN (VECTOR INDEX project_learning_vector FOR $vector
+      WHERE node.scope = 'project' AND node.project_id = $project_id
+      LIMIT $search_limit) SCORE AS score
+  RETURN node, score
+  UNION ALL
+  MATCH (node:Learning)
+    SEARCH node IN (VECTOR INDEX project_learning_vector FOR $vector
+      WHERE node.scope = 'user' AND node.user_id = $user_id
+      LIMIT $search_limit) SCORE AS score
+  RETURN node, score
+}
+WITH node, score
+"""
+    + _LIVE_AND_UNSEEN
+)
+
+#: Learnings made within the time windows the prompt names (see :mod:`mkg_core.timeframes`), most
+#: similar to the prompt first. Only live memory has an embedding.
+TEMPORAL_LEARNINGS = (
+    """
+UNWIND $windows AS window
+MATCH (node:Learning)
+WHERE window.start <= node.created_at < window.end AND node.embedding IS NOT NULL
+WITH DISTINCT node
+WITH node, vector.similarity.cosine(node.embedding, $vector) AS score
+"""
+    + _LIVE_AND_UNSEEN
+)
+
+#: Reciprocal rank fusion constant. The textbook 60 flattens the head of each ranking; a small
+#: constant keeps each branch's first hits on top (measured on LoCoMo, see docs/benchmarks.md).
+RRF_K = 3
+#: Branch weights in the fusion (1 when not listed). A date the prompt names is a strong hint: on
+#: LoCoMo's dated questions the memory of that day is usually what was asked about.
+RRF_WEIGHTS = {"time": 2.0}
+
+
+@dataclass(frozen=True)
+class Recalled:
+    id: str
+    text: str
+    status: str
+    scope: str
+    confidence: float
+    score: float
+    #: The retrieval branches that found it: ``fulltext``, ``vector``, ``time``.
+    sources: tuple[str, ...] = ("fulltext",)
+    created_at: Any = None
+
+
+def search_learnings(
+    graph: Graph,
+    text: str,
+    *,
+    project_id: str,
+    user_id: str | None,
+    session_id: str | None,
+    limit: int,
+    min_score: float,
+    embedder: Embedder | None = None,
+    min_similarity: float = 0.0,
+    use_fulltext: bool = True,
+) -> list[Recalled]:
+    """The learnings most relevant to ``text``, best first.
+
+    Fulltext always: only words of the text reach the index (see :func:`keyword_query`), and a hit
+    scoring under ``min_score`` times the best one is dropped (BM25 scores do not compare across
+    queries). With an ``embedder``, also the vector index, keeping hits whose cosine similarity is
+    at least ``min_similarity``. When the text names dates (see :mod:`mkg_core.timeframes`), a
+    third ranking holds the learnings made in those windows that pass the same floors: the
+    fulltext hits made then fused with the ones most similar to the text made then. The rankings
+    are fused by weighted reciprocal rank fusion. If the vector search fails (no index, the embedder is down)
+    fulltext alone answers. ``use_fulltext=False`` leaves the fulltext branch out (vector-only
+    ranking, for comparisons).
+    """
+    candidates = max(limit * 3, 20)
+    params: dict[str, Any] = {
+        "candidates": candidates,
+        "search_limit": candidates * VECTOR_SEARCH_FACTOR,
+        "statuses": list(STATUSES),
+        "project_id": project_id,
+        "user_id": user_id,
+        "session_id": session_id,
+    }
+    rankings: dict[str, list[dict[str, Any]]] = {}
+    words = keyword_query(text) if use_fulltext else None
+    if words is not None:
+        query = scoped_query(words, project_id=project_id, user_id=user_id)
+        rows = graph.read(FULLTEXT_LEARNINGS, {**params, "query": query})
+        if rows:
+            best = max(float(row["score"]) for row in rows)
+            rankings["fulltext"] = [row for row in rows if float(row["score"]) >= min_score * best]
+    (vector,) = embed_or_none(embedder, [text[-8000:]]) if text.strip() else [None]
+    # The index scores (1 + cosine) / 2, and so does vector.similarity.cosine; the floor is a cosine.
+    floor = (1 + min_similarity) / 2
+    if vector is not None:
+        rows = _read_or_nothing(graph, VECTOR_LEARNINGS, {**params, "vector": vector})
+        rankings["vector"] = sorted(
+            (row for row in rows if float(row["score"]) >= floor), key=lambda row: -float(row["score"])
+        )
+    windows = named_windows(text)
+    if windows:
+        rankings["time"] = _in_windows(graph, windows, vector, floor, params, rankings.get("fulltext", []))
+    return fuse({branch: rows for branch, rows in rankings.items() if rows}, limit)
+
+
+def _read_or_nothing(graph: Graph, cypher: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        return graph.read(cypher, params)
+    except Exception as exc:  # no vector index yet, a dimension mismatch: fulltext still answers
+        log.warning("vector recall failed, using fulltext only: %s", exc)
+        return []
+
+
+def _in_windows(
+    graph: Graph,
+    windows: list[Window],
+    vector: list[float] | None,
+    floor: float,
+    params: dict[str, Any],
+    fulltext: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The learnings made within ``windows``: the fulltext hits made then fused with the ones most
+    similar to ``vector`` (when there is one) made then."""
+    rankings = {"fulltext": [row for row in fulltext if _made_within(row.get("created_at"), windows)]}
+    if vector is not None:
+        rows = _read_or_nothing(
+            graph,
+            TEMPORAL_LEARNINGS,
+            {**params, "vector": vector, "windows": [{"start": w.start, "end": w.end} for w in windows]},
+        )
+        rankings["vector"] = [row for row in rows if float(row["score"]) >= floor]
+    return sorted(rrf(rankings), key=lambda row: -row["score"])
+
+
+def _made_within(created_at: Any, windows: list[Window]) -> bool:
+    moment = aware(created_at)
+    return moment is not None and any(moment in window for window in windows)
+
+
+def rrf(rankings: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Reciprocal rank fusion of rows keyed by ``id``: each row once, with its fused ``score`` and
+    the branches (``sources``) that found it, in no particular order."""
+    fused: dict[str, dict[str, Any]] = {}
+    for branch, rows in rankings.items():
+        for rank, row in enumerate(rows, start=1):
+            entry = fused.setdefault(row["id"], {**row, "score": 0.0, "sources": []})
+            entry["score"] += RRF_WEIGHTS.get(branch, 1.0) / (RRF_K + rank)
+            entry["sources"].append(branch)
+    return list(fused.values())
+
+
+def fuse(rankings: dict[str, list[dict[str, Any]]], limit: int) -> list[Recalled]:
+    """Reciprocal rank fusion; at equal relevance approved before candidate, then confidence."""
+    ordered = sorted(
+        rrf(rankings),
+        key=lambda r: (-round(r["score"], 9), r["status"] != "approved", -float(r["confidence"])),
+    )
+    return [Recalled(**{**row, "sources": tuple(row["sources"])}) for row in ordered[:limit]]
