@@ -17,6 +17,7 @@ from . import transcript
 
 #: What Codex's built-in tools do.
 TOOL_KINDS = {
+    "bash": "shell",  # what its hooks call a shell command
     "exec_command": "shell",
     "shell": "shell",
     "local_shell": "shell",

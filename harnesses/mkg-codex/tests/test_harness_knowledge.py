@@ -33,10 +33,9 @@ def test_the_transcript_gives_calls_rationales_and_results() -> None:
 
 
 def test_built_in_tools_have_kinds() -> None:
-    kinds = [
-        tool_kind(name, ADAPTER) for name in ("exec_command", "apply_patch", "web_search", "spawn_agent")
-    ]
-    assert kinds == ["shell", "filesystem_write", "web", "tool"]
+    names = ("exec_command", "Bash", "apply_patch", "web_search", "spawn_agent")  # Bash: its hooks' name
+    kinds = [tool_kind(name, ADAPTER) for name in names]
+    assert kinds == ["shell", "shell", "filesystem_write", "web", "tool"]
 
 
 def test_the_signed_in_account_is_the_user(tmp_path: Path) -> None:
