@@ -13,7 +13,7 @@ TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex 
 	import/sales_agent/mkg_sales_agent docs/examples/mkg-glossary/mkg_glossary
 DEMO_PORT ?= 7687
 
-.PHONY: help venv neo4j lint type test test-under-load bench bench-locomo bench-scale demo neo4j-start neo4j-stop clean
+.PHONY: help venv neo4j lint type prefetch test test-under-load bench bench-locomo bench-scale demo neo4j-start neo4j-stop clean
 
 help:
 	@echo "make demo    the RoadFlex demo loop: dev Neo4j (unless NEO4J_URI is set), schema, seed, two sessions"
@@ -22,7 +22,7 @@ help:
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
 	@echo "make bench-locomo   recall quality on LoCoMo (own environment .venv-bench with a local embedding model)"
 	@echo "make bench-scale    recall latency and index build time from 1k to 100k learnings (SCALE_SIZES=...)"
-	@echo "make lint | type | neo4j-start | neo4j-stop | clean"
+	@echo "make lint | type | prefetch | neo4j-start | neo4j-stop | clean"
 
 venv: $(VENV)/.installed
 
@@ -41,11 +41,19 @@ lint: venv
 type: venv
 	$(BIN)/mypy $(TYPED)
 
-test: venv neo4j lint type
+# What the tests install once into .cache/ (neocarta's own environment), fetched while the
+# launcher builds and the checks run, so the tests do not wait for it.
+prefetch: venv
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -c "from mkg_core.testing import pip_tool; \
+	from mkg_neocarta.locate import TESTED_SPEC, TESTED_FOLDER; pip_tool(TESTED_SPEC, TESTED_FOLDER)"
+
+test: venv
+	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch
 	$(BIN)/pytest --durations=25
 
 LOAD_RUNS ?= 1
-test-under-load: venv neo4j lint type
+test-under-load: venv
+	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch
 	devtools/under-load --repeat $(LOAD_RUNS) -- $(BIN)/pytest
 
 BENCH_N ?= 200

@@ -23,6 +23,9 @@ from mkg_core.embedding import LiteLLMEmbedder
 from mkg_core.settings import Settings, secret
 
 PACKAGE_SPEC = "neocarta[mcp,cli]>=0.8,<0.9"
+#: The release the tests run against, and the folder of ``.cache/`` it is installed in
+#: (``make prefetch`` installs it before the tests start).
+TESTED_SPEC, TESTED_FOLDER = "neocarta[mcp,cli]==0.8.0", "neocarta-0.8.0"
 INSTALL_HINT = "pipx install 'neocarta[mcp,cli]>=0.8,<0.9' (or set NEOCARTA_BIN, or install uv for uvx)"
 
 #: Settings passed on to neocarta as the variables it reads.

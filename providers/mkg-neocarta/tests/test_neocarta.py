@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from mkg_neocarta.catalog import load_csv
-from mkg_neocarta.locate import child_env, command
+from mkg_neocarta.locate import TESTED_FOLDER, TESTED_SPEC, child_env, command
 
 from mkg_core.errors import ConfigError
 from mkg_core.fakellm import FakeLLM
@@ -24,7 +24,6 @@ from mkg_core.server import plan_groups
 from mkg_core.settings import load_settings
 from mkg_core.testing import BIN_DIR, Neo4jServer, mcp_call, mcp_server, mcp_session, pip_tool
 
-NEOCARTA = "neocarta[mcp,cli]==0.8.0"
 CATALOG = Path(__file__).with_name("catalog")
 TOOLS = {
     "neocarta_list_schemas",
@@ -42,7 +41,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 @pytest.fixture(scope="session")
 def neocarta_bin() -> Path:
-    return pip_tool(NEOCARTA, "neocarta-0.8.0")
+    return pip_tool(TESTED_SPEC, TESTED_FOLDER)
 
 
 def _fake_bin(tmp_path: Path) -> Path:
