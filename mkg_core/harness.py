@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import PayloadError
@@ -27,7 +28,7 @@ from .events import HookEvent, canonical_event_name, is_error_response, response
 if TYPE_CHECKING:
     from .transcripts import Transcript
 
-__all__ = ["AGENT_ID_KEYS", "HarnessAdapter", "first_text", "text_field"]
+__all__ = ["AGENT_ID_KEYS", "HarnessAdapter", "first_text", "home_folder", "read_json", "text_field"]
 
 #: Payload keys that may carry the subagent's id, in order of preference.
 AGENT_ID_KEYS = ("agent_id", "subagent_id", "agent_path", "subagent_path")
@@ -258,3 +259,18 @@ def _json_type(value: object) -> str:
     if value is None:
         return "null"
     return type(value).__name__
+
+
+def home_folder(environ: Mapping[str, str]) -> Path:
+    """The user's home as the hook's environment names it (``HOME``), else this process's."""
+    home = environ.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in a harness's own file (its account, its settings), or None when it is missing or
+    unreadable: what a harness keeps is a hint, never a reason to fail."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

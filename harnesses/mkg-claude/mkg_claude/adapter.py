@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mkg_core.events import EVENT_NAMES
-from mkg_core.harness import HarnessAdapter, text_field
+from mkg_core.harness import HarnessAdapter, home_folder, read_json, text_field
 from mkg_core.transcripts import Transcript
 
 from . import transcript
@@ -59,13 +58,9 @@ class ClaudeAdapter(HarnessAdapter):
         """The account in ``.claude.json`` (in ``$CLAUDE_CONFIG_DIR``, else the home folder)."""
         base = environ.get("CLAUDE_CONFIG_DIR")
         paths = [Path(base) / ".claude.json"] if base else []
-        home = environ.get("HOME")
-        paths.append((Path(home) if home else Path.home()) / ".claude.json")
+        paths.append(home_folder(environ) / ".claude.json")
         for path in paths:
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
+            data = read_json(path)
             account = data.get("oauthAccount") if isinstance(data, dict) else None
             email = account.get("emailAddress") if isinstance(account, dict) else None
             if isinstance(email, str) and email.strip():

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mkg_core.events import EVENT_NAMES
-from mkg_core.harness import HarnessAdapter
+from mkg_core.harness import HarnessAdapter, home_folder, read_json
 from mkg_core.transcripts import Transcript
 
 from . import transcript
@@ -98,12 +98,8 @@ class CodexAdapter(HarnessAdapter):
 
     def account_email(self, environ: Mapping[str, str]) -> str | None:
         """The email in the id token of Codex's ``auth.json`` (in ``$CODEX_HOME``, else ``~/.codex``)."""
-        home = environ.get("HOME")
-        codex_home = Path(environ.get("CODEX_HOME") or (Path(home) if home else Path.home()) / ".codex")
-        try:
-            data = json.loads((codex_home / "auth.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        codex_home = Path(environ.get("CODEX_HOME") or home_folder(environ) / ".codex")
+        data = read_json(codex_home / "auth.json")
         tokens = data.get("tokens") if isinstance(data, dict) else None
         token = tokens.get("id_token") if isinstance(tokens, dict) else None
         if not isinstance(token, str) or token.count(".") < 2:

@@ -9,12 +9,10 @@ for every name in :attr:`GeminiAdapter.native_events`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from mkg_core.harness import HarnessAdapter, text_field
+from mkg_core.harness import HarnessAdapter, home_folder, read_json, text_field
 from mkg_core.transcripts import Transcript
 
 from . import transcript
@@ -79,12 +77,7 @@ class GeminiAdapter(HarnessAdapter):
 
     def account_email(self, environ: Mapping[str, str]) -> str | None:
         """The active account in ``~/.gemini/google_accounts.json``."""
-        home = environ.get("HOME")
-        path = (Path(home) if home else Path.home()) / ".gemini" / "google_accounts.json"
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        data = read_json(home_folder(environ) / ".gemini" / "google_accounts.json")
         active = data.get("active") if isinstance(data, dict) else None
         return active if isinstance(active, str) else None
 
