@@ -17,7 +17,7 @@ DEMO_PORT ?= 7687
 
 help:
 	@echo "make demo    the RoadFlex demo loop: dev Neo4j (unless NEO4J_URI is set), schema, seed, two sessions"
-	@echo "make test    lint, type-check and run every test against a real Neo4j"
+	@echo "make test    lint, type-check and run every test against a real Neo4j (TEST_WORKERS=2 in parallel)"
 	@echo "make test-under-load   the same tests while CPU burners keep every core busy (LOAD_RUNS=3 repeats)"
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
 	@echo "make bench-locomo   recall quality on LoCoMo (own environment .venv-bench with a local embedding model)"
@@ -47,14 +47,18 @@ prefetch: venv
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -c "from mkg_core.testing import pip_tool; \
 	from mkg_neocarta.locate import TESTED_SPEC, TESTED_FOLDER; pip_tool(TESTED_SPEC, TESTED_FOLDER)"
 
+# Parallel test workers (pytest-xdist), each with its own throw-away Neo4j; 0 runs them in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: venv
 	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch
-	$(BIN)/pytest --durations=25
+	$(PYTEST) --durations=25
 
 LOAD_RUNS ?= 1
 test-under-load: venv
 	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch
-	devtools/under-load --repeat $(LOAD_RUNS) -- $(BIN)/pytest
+	devtools/under-load --repeat $(LOAD_RUNS) -- $(PYTEST)
 
 BENCH_N ?= 200
 bench: venv neo4j

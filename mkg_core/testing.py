@@ -173,14 +173,16 @@ def npm_tool(spec: str, folder: str, binary: str, *options: str) -> Path:
     (``--ignore-scripts`` skips optional native builds a headless run does not need)."""
     root = REPO_ROOT / ".cache" / folder
     path = root / binary
-    if not path.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", *options, "--prefix", str(root), spec],
-            check=True,
-            capture_output=True,
-            timeout=900,
-        )
+    with _cache_lock(folder):
+        if not path.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            npm = ["npm", "install", "--no-audit", "--no-fund", "--silent", *options]
+            subprocess.run(
+                [*npm, "--prefix", str(root), spec],
+                check=True,
+                capture_output=True,
+                timeout=900,
+            )
     return path
 
 
@@ -190,17 +192,34 @@ def pip_tool(spec: str, folder: str) -> Path:
     whose dependencies cannot share MKG's environment."""
     root = REPO_ROOT / ".cache" / folder
     done = root / ".installed"
-    if not done.exists() or done.read_text() != spec:
-        shutil.rmtree(root, ignore_errors=True)
-        subprocess.run(
-            [sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=300
-        )
-        pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        result = subprocess.run([*pip, spec], capture_output=True, text=True, timeout=1200, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"pip install {spec} failed:\n{result.stderr[-3000:]}")
-        done.write_text(spec)
+    with _cache_lock(folder):
+        if not done.exists() or done.read_text() != spec:
+            shutil.rmtree(root, ignore_errors=True)
+            subprocess.run(
+                [sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=300
+            )
+            pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            result = subprocess.run([*pip, spec], capture_output=True, text=True, timeout=1200, check=False)
+            if result.returncode != 0:
+                raise RuntimeError(f"pip install {spec} failed:\n{result.stderr[-3000:]}")
+            done.write_text(spec)
     return root / "bin"
+
+
+@contextlib.contextmanager
+def _cache_lock(folder: str) -> Iterator[None]:
+    """One installer at a time per ``.cache`` folder, across processes (parallel test workers,
+    ``make prefetch`` beside a test run)."""
+    import fcntl
+
+    locks = REPO_ROOT / ".cache" / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{folder}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def mcp_server(env: Mapping[str, str], *args: str, bin_dir: Path = BIN_DIR) -> Any:
@@ -519,6 +538,16 @@ def fake_llm() -> Iterator[FakeLLM]:
     """A local OpenAI-compatible server with scripted answers (see :mod:`mkg_core.fakellm`)."""
     with FakeLLM().running() as fake:
         yield fake
+
+
+#: Markers of the slowest tests (fresh virtual environments, real harness CLIs).
+SLOW_MARKERS = ("install", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest tests first (stable otherwise): with parallel workers (``make test`` runs
+    ``pytest -n 2``) a long test started last would keep one worker busy while the other waits."""
+    items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in SLOW_MARKERS))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

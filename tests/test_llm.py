@@ -156,8 +156,8 @@ def test_explicit_anthropic_settings_win_over_the_subscription(tmp_path: Path) -
         ("Bearer sk-ant-oat01-abc", True),
         # Made when the tests are collected: a token valid for a day stays valid however slowly the
         # suite runs (a 10-minute one once expired before its test ran on a busy machine).
-        (_jwt(time.time() + 86400), True),
-        (_jwt(time.time() - 600), False),
+        pytest.param(_jwt(time.time() + 86400), True, id="jwt-valid-for-a-day"),
+        pytest.param(_jwt(time.time() - 600), False, id="jwt-expired"),
         ("sk-ant-api03-not-a-subscription-token", False),
         ("{not json", False),
         (json.dumps({"claudeAiOauth": {"accessToken": "sk-ant-oat01-x", "expiresAt": 1}}), False),
