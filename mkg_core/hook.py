@@ -24,7 +24,7 @@ import time
 
 from . import runtime
 from .eventnames import ANSWERING_EVENTS, EVENT_NAMES, TOOL_ANSWERING_EVENTS, canonical_event_name, tool_key
-from .payload import Budget, clip_identifiers, cut_nesting, sanitize
+from .payload import DENSE_STRINGS, Budget, clip_identifiers, cut_nesting, is_dense, reduce_dense, sanitize
 from .spool import SpoolError, env_hints, event_id, open_spool, quarantine, utc_timestamp, write_overflow
 
 TYPE_CHECKING = False  # typing itself is too slow to import here
@@ -121,7 +121,7 @@ def _run(
         raise Skip(
             f"payload larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MiB; the event was not recorded"
         )
-    payload = _decode(data)
+    payload, dense = _decode(data)
     clipped = clip_identifiers(payload)
     budget = Budget.for_raw(data)
     truncated: list[str] = []
@@ -159,6 +159,10 @@ def _run(
         record["clipped_ids"] = clipped
     if budget.repaired:
         record["repaired"] = ["lone surrogate escapes replaced by U+FFFD"]
+    if dense:
+        truncated.insert(
+            0, f"$ (over {DENSE_STRINGS:,} strings: only its start and last top-level fields read)"
+        )
     paths = runtime.Paths.from_env(env)
     digest = hashlib.sha256(data).hexdigest()
     entry: dict[str, object] = {
@@ -285,18 +289,23 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None, bool]:
     return client, event, False
 
 
-def _decode(data: bytes) -> dict[str, object]:
+def _decode(data: bytes) -> tuple[dict[str, object], bool]:
+    """The payload, and whether it was too dense to parse whole (see :func:`reduce_dense`)."""
     if not data.strip():
         raise Skip("empty payload on stdin; the event was not recorded")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise Skip("payload is not UTF-8 text; the event was not recorded") from None
+    dense = is_dense(text)
     try:
-        try:
-            payload = json.loads(text)
-        except RecursionError:  # deeper than the parser goes: cut the deep values, keep the event
-            payload = json.loads(cut_nesting(text))
+        if dense:  # too many strings to parse within the hook's time: keep its ends
+            try:
+                payload = _loads(reduce_dense(text))
+            except ValueError:  # the fields after the cut did not read back: keep the start only
+                payload = _loads(reduce_dense(text, tail=False))
+        else:
+            payload = _loads(text)
     except RecursionError:
         raise Skip("payload is nested too deeply; the event was not recorded") from None
     except ValueError as exc:
@@ -304,7 +313,14 @@ def _decode(data: bytes) -> dict[str, object]:
     if not isinstance(payload, dict):
         kind = "an array" if isinstance(payload, list) else type(payload).__name__
         raise Skip(f"payload must be a JSON object, got {kind}; the event was not recorded")
-    return payload
+    return payload, dense
+
+
+def _loads(text: str) -> object:
+    try:
+        return json.loads(text)
+    except RecursionError:  # deeper than the parser goes: cut the deep values, keep the event
+        return json.loads(cut_nesting(text))
 
 
 def _disabled_here(payload: dict[str, object]) -> bool:

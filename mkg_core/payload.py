@@ -193,3 +193,100 @@ def cut_nesting(text: str, limit: int = MAX_DEPTH) -> str:
             depth -= 1
     parts.append(text[start:])
     return "".join(parts)
+
+
+# -- payloads too dense to parse in time ----------------------------------------------------------
+
+#: Strings (keys and values) above which a payload is reduced before it is parsed: parsing costs
+#: about a microsecond per string, and the budget keeps :data:`STRING_BUDGET` of them anyway.
+DENSE_STRINGS = 100_000
+#: Tokens (strings and brackets) kept from the start of a dense payload, and read from its end.
+HEAD_TOKENS = 3 * STRING_BUDGET
+TAIL_TOKENS = STRING_BUDGET
+#: How far from its end a dense payload is searched for top-level fields.
+TAIL_WINDOW = 8 * 1024 * 1024
+REDUCED_NOTE = "more not recorded (a dense payload, reduced before parsing)"
+
+#: A JSON string read backwards: a quote is inside it when an odd run of backslashes follows it
+#: (it was escaped), and it ends at a quote with none.
+_REVERSED_TOKEN = re.compile(r'"(?:[^"]+|"(?=\\(?:\\\\)*(?!\\)))*"|[\[\]{}]')
+
+
+def is_dense(text: str) -> bool:
+    return text.count('"') > 2 * DENSE_STRINGS
+
+
+def reduce_dense(text: str, *, tail: bool = True) -> str:
+    """JSON text holding the start of a dense payload (its first :data:`HEAD_TOKENS` strings and
+    brackets, each container left open there closed with a marker) and the top-level fields that
+    end it (those within its last :data:`TAIL_TOKENS`), for the parser to read in bounded time: a
+    harness puts the identifiers of a tool call both before and after the big values. With
+    ``tail=False`` the fields after the cut are left out too."""
+    head, stack = _head(text)
+    if not stack:
+        return text
+    tail_start = _tail_start(text, len(head)) if tail and stack[0] == "{" else None
+    parts = [head]
+    parts.append(_marker(stack[-1], head))
+    for opener in reversed(stack[1:]):
+        parts.append("}" if opener == "{" else "]")
+    if len(stack) > 1:  # the top level says so too: the values between head and tail are gone
+        parts.append(_marker(stack[0], "…"))
+    if tail_start is not None:
+        parts.append(", " + text[tail_start:].rstrip())
+    else:
+        parts.append("}" if stack[0] == "{" else "]")
+    return "".join(parts)
+
+
+def _head(text: str) -> tuple[str, list[str]]:
+    """The text before the first entry past the head's tokens, and the containers open there."""
+    stack: list[str] = []
+    for count, match in enumerate(_TOKEN.finditer(text)):
+        token = match.group(0)
+        if count >= HEAD_TOKENS and stack and token not in "]}" and _starts_entry(text, match.start()):
+            return text[: match.start()].rstrip().rstrip(","), stack
+        if token in ("{", "["):
+            stack.append(token)
+        elif token in ("}", "]") and stack:
+            stack.pop()
+    return text, stack  # not dense after all: nothing to cut
+
+
+def _starts_entry(text: str, index: int) -> bool:
+    """Whether the token at ``index`` begins an object entry or an array element."""
+    index -= 1
+    while index >= 0 and text[index] in " \t\r\n":
+        index -= 1
+    return index >= 0 and text[index] in "{[,"
+
+
+def _marker(opener: str, head: str) -> str:
+    comma = "" if head.endswith(("{", "[")) else ", "
+    if opener == "{":
+        return f'{comma}"{CUT_KEY}": "{REDUCED_NOTE}"'
+    return f'{comma}"…[cut: {REDUCED_NOTE}]"'
+
+
+def _tail_start(text: str, head_end: int) -> int | None:
+    """Where the last top-level fields begin (a key's opening quote), or None when the end of the
+    payload is one big value; never inside the head."""
+    base = max(len(text) - TAIL_WINDOW, head_end)
+    window = text[base:][::-1]
+    depth = 0
+    start: int | None = None
+    for count, match in enumerate(_REVERSED_TOKEN.finditer(window)):
+        if count >= TAIL_TOKENS:
+            break
+        token = match.group(0)
+        if token in ("}", "]"):
+            depth += 1
+        elif token in ("{", "["):
+            depth -= 1
+            if depth <= 0:  # back at the payload's opening brace
+                break
+        elif depth == 1:
+            opening = base + len(window) - match.end()  # the key's opening quote, read forwards
+            if _starts_entry(text, opening):
+                start = opening
+    return start

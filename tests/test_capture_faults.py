@@ -13,9 +13,20 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from mkg_core import hook, runtime
 from mkg_core.graph import Graph
-from mkg_core.payload import CUT_KEY, DEPTH_MARKER, ID_LIMIT, MAX_DEPTH, cut_nesting
+from mkg_core.payload import (
+    CUT_KEY,
+    DEPTH_MARKER,
+    ID_LIMIT,
+    MAX_DEPTH,
+    REDUCED_NOTE,
+    cut_nesting,
+    is_dense,
+    reduce_dense,
+)
 from mkg_core.spool import overflow_files, quarantined_spools
 from mkg_core.testing import BIN_DIR, CaptureRig, Neo4jServer
 
@@ -212,8 +223,40 @@ def test_a_payload_of_many_small_strings_is_cut_to_its_budget(capture: CaptureRi
     [row] = _raw_rows(capture)
     kept = row["record"]["payload"]
     assert kept["tool_input"]["list"][-1].startswith("…[cut: ") and len(kept["tool_input"]["list"]) < 60_000
-    assert "more keys not recorded" in kept[CUT_KEY]  # the tool response, whole, past the budget
+    # Half a million strings are too many to parse in time: the start and the last top-level
+    # fields are read, and the tool response between them is gone, with markers saying so.
+    assert "reduced before parsing" in kept[CUT_KEY] and "tool_response" not in kept
+    assert row["record"]["truncated"][0].startswith("$ (over 100,000 strings")
     assert kept["tool_use_id"] == payload["tool_use_id"] and kept["session_id"] == "many"
+
+
+@pytest.mark.parametrize(
+    "tricky",
+    ["ends with a backslash \\", 'quotes " and brackets }]{[ inside', '\\\\\\" ', '\\"}'],
+)
+def test_a_dense_payload_keeps_its_start_and_its_last_fields(tricky: str) -> None:
+    payload = {
+        "session_id": "dense",
+        "tool_input": {"note": tricky, "items": [{"n": i, "s": tricky} for i in range(120_000)]},
+        "tool_response": {f"k{i}": tricky for i in range(60_000)},
+        "tool_use_id": "toolu_1",
+        "tail": {"s": tricky, "list": [tricky, {"x": tricky}]},
+    }
+    text = json.dumps(payload)
+    assert is_dense(text)
+    kept = json.loads(reduce_dense(text))
+    assert list(kept) == ["session_id", "tool_input", CUT_KEY, "tool_use_id", "tail"]
+    assert kept["tail"] == payload["tail"] and kept["tool_input"]["note"] == tricky
+    items = kept["tool_input"]["items"]
+    assert items[:100] == payload["tool_input"]["items"][:100] and 1_000 < len(items) < 120_000
+    assert REDUCED_NOTE in json.dumps(items[-1], ensure_ascii=False)
+    without_tail = json.loads(reduce_dense(text, tail=False))
+    assert list(without_tail) == ["session_id", "tool_input", CUT_KEY]
+
+
+def test_a_payload_that_is_not_dense_is_left_alone() -> None:
+    text = json.dumps({"session_id": "s", "list": ["x"] * 1_000})
+    assert not is_dense(text) and reduce_dense(text) == text
 
 
 def test_nesting_deeper_than_the_limit_is_cut_with_a_marker(capture: CaptureRig) -> None:
