@@ -98,7 +98,6 @@ class Settings(BaseSettings):
     hook_deadline_prompt: float = Field(1.5, ge=0, validation_alias="MKG_HOOK_DEADLINE_PROMPT")
     worker_autostart: bool = Field(True, validation_alias="MKG_WORKER_AUTOSTART")
     worker_idle_seconds: float = Field(600.0, ge=0, validation_alias="MKG_WORKER_IDLE_SECONDS")
-    worker_nice: int = Field(5, ge=0, le=19, validation_alias="MKG_WORKER_NICE")
 
     # Recall
     recall_budget_prompt: int = Field(1500, ge=0, validation_alias="MKG_RECALL_BUDGET_PROMPT")

@@ -787,7 +787,6 @@ def run_worker(
                 return 0
             finally:
                 worker.close()
-        _lower_priority(worker.settings.worker_nice)
         with _signals(worker):
             reason = worker.serve()
         return 0
@@ -795,14 +794,6 @@ def run_worker(
         os.close(lock_fd)
         if reason == "idle":
             _respawn_if_needed(paths)
-
-
-def _lower_priority(increment: int) -> None:
-    """Yield the CPU to the agent and its hooks: a worker replaying a backlog, or warming up, must
-    not make a hook on a busy machine miss its deadline."""
-    if increment > 0:
-        with contextlib.suppress(OSError):
-            os.nice(increment)
 
 
 def _respawn_if_needed(paths: runtime.Paths) -> None:

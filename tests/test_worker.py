@@ -380,13 +380,3 @@ def test_doctor_reports_waiting_and_failed_events(capture: CaptureRig) -> None:
     assert [c["status"] for c in checks] == ["ok", "warn"]
     assert "1 event(s) could not be stored" in checks[1]["detail"] and "broken" in checks[1]["detail"]
 
-
-def test_a_running_worker_yields_the_cpu_to_hooks(capture: CaptureRig) -> None:
-    """On a busy machine the worker goes after the agent and its hooks (MKG_WORKER_NICE, 5)."""
-    own = os.getpriority(os.PRIO_PROCESS, 0)
-    worker = capture.start_worker()
-    assert os.getpriority(os.PRIO_PROCESS, worker.pid) == min(own + 5, 19)
-    worker.terminate()
-    worker.wait(30)
-    worker = capture.start_worker({"MKG_WORKER_NICE": "0"})
-    assert os.getpriority(os.PRIO_PROCESS, worker.pid) == own
