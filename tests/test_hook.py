@@ -82,6 +82,16 @@ def test_cold_start_never_blocks_past_the_deadline(capture: CaptureRig) -> None:
     capture.wait_for(lambda: runtime.worker_pid(capture.paths) is not None, 30, "the worker it started")
 
 
+def test_a_deadline_counts_from_the_process_start() -> None:
+    """Python starting slowly on a busy machine spends the hook's deadline too."""
+    code = (
+        "import time; time.sleep(0.5); from mkg_core.hook import process_started; "
+        "print(time.monotonic() - process_started())"
+    )
+    waited = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
+    assert 0.5 <= waited < 60
+
+
 def test_without_a_worker_or_autostart_nothing_waits(capture: CaptureRig) -> None:
     started = time.monotonic()
     result = capture.hook(

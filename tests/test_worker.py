@@ -379,4 +379,3 @@ def test_doctor_reports_waiting_and_failed_events(capture: CaptureRig) -> None:
     checks = [c for c in json.loads(capture.mkg("doctor", "--json").stdout) if c["name"] == "capture"]
     assert [c["status"] for c in checks] == ["ok", "warn"]
     assert "1 event(s) could not be stored" in checks[1]["detail"] and "broken" in checks[1]["detail"]
-
