@@ -226,12 +226,11 @@ def reduce_dense(text: str, *, tail: bool = True) -> str:
     if not stack:
         return text
     tail_start = _tail_start(text, len(head)) if tail and stack[0] == "{" else None
-    parts = [head]
-    parts.append(_marker(stack[-1], head))
+    parts = [head, _marker(stack[-1], after_entry=not head.endswith(("{", "[")))]
     for opener in reversed(stack[1:]):
         parts.append("}" if opener == "{" else "]")
     if len(stack) > 1:  # the top level says so too: the values between head and tail are gone
-        parts.append(_marker(stack[0], "…"))
+        parts.append(_marker(stack[0], after_entry=True))
     if tail_start is not None:
         parts.append(", " + text[tail_start:].rstrip())
     else:
@@ -261,8 +260,9 @@ def _starts_entry(text: str, index: int) -> bool:
     return index >= 0 and text[index] in "{[,"
 
 
-def _marker(opener: str, head: str) -> str:
-    comma = "" if head.endswith(("{", "[")) else ", "
+def _marker(opener: str, *, after_entry: bool) -> str:
+    """The entry that says a container was cut, for an object or an array."""
+    comma = ", " if after_entry else ""
     if opener == "{":
         return f'{comma}"{CUT_KEY}": "{REDUCED_NOTE}"'
     return f'{comma}"…[cut: {REDUCED_NOTE}]"'

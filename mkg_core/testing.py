@@ -214,12 +214,9 @@ def _cache_lock(folder: str) -> Iterator[None]:
 
     locks = REPO_ROOT / ".cache" / ".locks"
     locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"{folder}.lock", "w") as handle:
+    with open(locks / f"{folder}.lock", "w") as handle:  # closing it releases the lock
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
 
 
 def mcp_server(env: Mapping[str, str], *args: str, bin_dir: Path = BIN_DIR) -> Any:
