@@ -346,8 +346,11 @@ WITH node, score
     + _MATCHING
 )
 
+#: The session may not have reached the graph yet (its event waits in the spool): it is created here.
 MARK_SERVED = """
-MATCH (s:Session {session_id: $session_id})
+MERGE (s:Session {session_id: $session_id})
+  ON CREATE SET s.created_at = $now
+WITH s
 UNWIND $ids AS id
 MATCH (e:QueryErrorPattern {id: id})
 MERGE (e)-[r:INJECTED_IN]->(s)

@@ -10,10 +10,14 @@ from typing import Any
 
 import pytest
 
-from mkg_core.error_patterns import WRITE_PATTERNS, pattern_id, pattern_text
+from mkg_core.contrib import CaptureContext, QueryTool
+from mkg_core.error_patterns import WRITE_PATTERNS, QueryErrorRecall, pattern_id, pattern_text
+from mkg_core.events import HookEvent
 from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
+from mkg_core.identity import ProjectRef
 from mkg_core.query_failures import BY_TYPE, CONSOLIDATABLE, classify
+from mkg_core.schema import apply_schema, core_statements
 from mkg_core.testing import CaptureRig
 from mkg_core.tool_results import unwrap
 
@@ -475,3 +479,38 @@ def test_the_next_failure_gets_its_tools_fix_and_no_other(
     )
     assert [(r["id"], r["session"]) for r in served] == [(cypher, "r1"), (cypher, "r2"), (sql, "r3")]
     assert [r["uses"] for r in served[:2]] == [2, 2]
+
+
+def test_a_fix_served_before_its_session_is_stored_is_still_counted(graph: Graph, settings) -> None:
+    apply_schema(graph, core_statements(64))
+    cypher = _seed_pattern(
+        graph,
+        "neo4j_read_cypher",
+        "Variable `acct` not defined",
+        "Bind the account as `a` in MATCH before using it.",
+        "MATCH (a:Account) RETURN acct",
+    )
+    # The worker answers while the failing call's event still waits in the spool: no :Session yet.
+    failure = HookEvent(
+        harness="claude",
+        event="PostToolUse",
+        session_id="not-stored-yet",
+        source_event="PostToolUseFailure",
+        tool_key="neo4j_read_cypher",
+        tool_input={"query": "MATCH (a:Account) RETURN acct.name"},
+        is_error=True,
+        error="Variable `acct` not defined (line 1, column 26)",
+    )
+    context = CaptureContext(
+        graph,
+        settings,
+        project=ProjectRef(PROJECT, PROJECT, None, "test"),
+        query_tools={"neo4j_read_cypher": QueryTool("neo4j_read_cypher")},
+    )
+    answer = QueryErrorRecall().provide(failure, context)
+    assert answer is not None and "Bind the account as `a`" in answer
+    served = graph.read(
+        "MATCH (e:QueryErrorPattern)-[r:INJECTED_IN]->(s:Session) "
+        "RETURN e.id AS id, s.session_id AS session, e.use_count AS uses, r.inject_count AS times"
+    )
+    assert served == [{"id": cypher, "session": "not-stored-yet", "uses": 1, "times": 1}]

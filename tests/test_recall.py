@@ -93,6 +93,7 @@ def test_a_prompt_recalls_relevant_memory_once_per_session(capture: CaptureRig, 
     assert "About the user (ana@example.com):" in context and "Ana wants every deploy" in context
     for absent in ("teal", "by hand", "ArgoCD", "Bo deploys"):
         assert absent not in context
+    capture.wait_drained()  # an answer may come before its event is stored; storing it links them
     served = graph.read(
         "MATCH (l:Learning)-[r:INJECTED_IN]->(:Session {session_id: 'recall-session'}) "
         "MATCH (l)-[:INJECTED_AT]->(e:SessionEvent {event_name: 'UserPromptSubmit'}) "
