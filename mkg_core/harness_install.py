@@ -1,4 +1,4 @@
-"""What ``mkg claude install`` and ``mkg codex install`` share: the plugin payload and running the CLI.
+"""What the harness installers share: the plugin payload, running the harness CLI, removing the folder.
 
 Both harnesses load the same plugin layout (``.claude-plugin/plugin.json``, ``hooks/hooks.json``,
 ``.mcp.json``, commands, agents, skills) from a local marketplace folder
@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import click
+
 from . import runtime
 from .errors import MkgError
 
 __all__ = [
     "DESCRIPTION",
+    "DRY_RUN",
     "MARKETPLACE_NAME",
     "MCP_SERVER_NAME",
     "PLUGIN_NAME",
@@ -45,6 +48,7 @@ __all__ = [
     "pinned_env",
     "plugin_manifest",
     "plugin_payload",
+    "remove_folder",
     "version",
     "warm_mcp",
     "write_or_list",
@@ -302,6 +306,19 @@ def write_or_list(payload: Payload, root: Path, *, dry_run: bool, echo: Callable
         return
     payload.write(root)
     echo(f"wrote the plugin to {root}")
+
+
+def remove_folder(root: Path, *, dry_run: bool, echo: Callable[[str], None], also: str = "") -> None:
+    """Remove what install wrote at ``root`` (dry: say so; ``also`` names anything else removed)."""
+    if dry_run:
+        echo(f"would remove {root}{also}")
+    elif root.exists():
+        shutil.rmtree(root)
+        echo(f"removed {root}")
+
+
+#: The ``--dry-run`` option of every ``mkg <harness> install`` and ``uninstall``.
+DRY_RUN = click.option("--dry-run", is_flag=True, help="Show what would be written and run; change nothing.")
 
 
 def warm_mcp(echo: Callable[[str], None], timeout: float = 120) -> bool:

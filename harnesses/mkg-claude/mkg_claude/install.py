@@ -11,7 +11,6 @@ so it is also how an upgrade reaches Claude Code.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,11 +20,13 @@ from mkg_core import envfiles
 from mkg_core.cli import guarded
 from mkg_core.events import EVENT_NAMES
 from mkg_core.harness_install import (
+    DRY_RUN,
     MARKETPLACE_NAME,
     PLUGIN_REF,
     harness_runner,
     package_files,
     plugin_payload,
+    remove_folder,
     warm_mcp,
     write_or_list,
 )
@@ -66,12 +67,7 @@ def uninstall(scope: str, dry_run: bool, echo: Callable[[str], None] = click.ech
     run, claude = harness_runner("claude", "MKG_CLAUDE_BIN", dry_run=dry_run, echo=echo)
     run([claude, "plugin", "uninstall", PLUGIN_REF, "--scope", scope], ok_if=("not installed", "not found"))
     run([claude, "plugin", "marketplace", "remove", MARKETPLACE_NAME], ok_if=("not found", "no marketplace"))
-    root = marketplace_dir()
-    if dry_run:
-        echo(f"would remove {root}")
-    elif root.exists():
-        shutil.rmtree(root)
-        echo(f"removed {root}")
+    remove_folder(marketplace_dir(), dry_run=dry_run, echo=echo)
 
 
 SCOPE = click.option(
@@ -81,7 +77,6 @@ SCOPE = click.option(
     show_default=True,
     help="user: every project; project: this project's .claude/settings.json (shared); local: you, here.",
 )
-DRY_RUN = click.option("--dry-run", is_flag=True, help="Show what would be written and run; change nothing.")
 
 
 @click.group("claude")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ import click
 from mkg_core import envfiles
 from mkg_core.cli import guarded
 from mkg_core.harness_install import (
+    DRY_RUN,
     MARKETPLACE_NAME,
     MCP_SERVER_NAME,
     PLUGIN_NAME,
@@ -39,6 +39,7 @@ from mkg_core.harness_install import (
     package_files,
     pinned_env,
     plugin_payload,
+    remove_folder,
     warm_mcp,
     write_or_list,
 )
@@ -213,17 +214,10 @@ def uninstall(dry_run: bool, echo: Callable[[str], None] = click.echo) -> None:
         [codex, "plugin", "marketplace", "remove", MARKETPLACE_NAME],
         ok_if=("not found", "no marketplace", "unknown"),
     )
-    root = marketplace_dir()
-    if dry_run:
-        echo(f"would remove {root} and MKG's hook trust from {codex_home() / 'config.toml'}")
-        return
-    write_trust(codex_home() / "config.toml", None)
-    if root.exists():
-        shutil.rmtree(root)
-        echo(f"removed {root}")
-
-
-DRY_RUN = click.option("--dry-run", is_flag=True, help="Show what would be written and run; change nothing.")
+    config = codex_home() / "config.toml"
+    if not dry_run:
+        write_trust(config, None)
+    remove_folder(marketplace_dir(), dry_run=dry_run, echo=echo, also=f" and MKG's hook trust from {config}")
 
 
 @click.group("codex")

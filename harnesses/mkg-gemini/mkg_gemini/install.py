@@ -17,7 +17,6 @@ user allows them, with ``--allowed-tools mcp_mkg_<tool>`` or a rule in ``~/.gemi
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from mkg_core import envfiles
 from mkg_core.cli import guarded
 from mkg_core.harness_install import (
     DESCRIPTION,
+    DRY_RUN,
     MCP_SERVER_NAME,
     PLUGIN_NAME,
     Payload,
@@ -36,6 +36,7 @@ from mkg_core.harness_install import (
     hook_env,
     hook_timeout,
     pinned_env,
+    remove_folder,
     version,
     warm_mcp,
     write_or_list,
@@ -111,15 +112,7 @@ def uninstall(dry_run: bool, echo: Callable[[str], None] = click.echo) -> None:
     run(
         [gemini, "extensions", "uninstall", PLUGIN_NAME], ok_if=("not found", "not installed", "no extension")
     )
-    root = extension_dir()
-    if dry_run:
-        echo(f"would remove {root}")
-    elif root.exists():
-        shutil.rmtree(root)
-        echo(f"removed {root}")
-
-
-DRY_RUN = click.option("--dry-run", is_flag=True, help="Show what would be written and run; change nothing.")
+    remove_folder(extension_dir(), dry_run=dry_run, echo=echo)
 
 
 @click.group("gemini")
