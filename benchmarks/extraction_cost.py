@@ -1,7 +1,7 @@
 """Extraction cost per session window: LLM calls, prompt and completion tokens.
 
 Sessions go through the real ``mkg-hook`` and ``mkg worker`` into a real Neo4j, and the worker's
-extraction job calls the local fake OpenAI-compatible server (``mkg_core.fakellm``) through litellm.
+extraction job calls the local fake OpenAI-compatible server (``mkg_core.testing.fakellm``) through litellm.
 The figures are the ones the job records on each window's ``:ProjectProcessing`` node, from
 litellm's usage; the fake server counts a token per 4 characters, as MKG's own budget does.
 
@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT))
 from report import machine, save  # noqa: E402
 
 from mkg_core import runtime  # noqa: E402
-from mkg_core.fakellm import FakeLLM  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
 from mkg_core.schema import apply_schema, core_statements  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
 from mkg_core.testing import CaptureRig, reset_database, scratch_neo4j  # noqa: E402
+from mkg_core.testing.fakellm import FakeLLM  # noqa: E402
 
 CAPTURED = {h: ROOT / "harnesses" / f"mkg-{h}" / "tests" / "session" for h in ("claude", "codex")}
 PAYLOADS = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"

@@ -31,13 +31,13 @@ from gate_cases import CASES  # noqa: E402
 from report import save  # noqa: E402
 
 from mkg_core.embedding import LiteLLMEmbedder, choose_embedder, embed_or_none  # noqa: E402
-from mkg_core.fakellm import FakeLLM  # noqa: E402
 from mkg_core.gate import Gate  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
 from mkg_core.llm import LLM  # noqa: E402
 from mkg_core.schema import apply_schema, core_statements  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
 from mkg_core.testing import reset_database, scratch_neo4j  # noqa: E402
+from mkg_core.testing.fakellm import FakeLLM  # noqa: E402
 
 VERDICTS = ("consistent", "supersedes", "contradicted", "restatement", "ambiguous")
 LOAD = """

@@ -5,7 +5,7 @@ The learnings are synthetic and deterministic (seeded): 8 to 16 words each, draw
 Zipf-distributed vocabulary of pseudo-words, so common words are shared by every project as they are
 in real memory. Each project has one owner; 80% of its learnings are project-scoped, 20% are the
 owner's user facts. Embeddings are the feature-hashed word vectors the fake LLM server serves
-(``mkg_core.fakellm.hashed_vector``), computed in process, so the figures are the graph's own cost.
+(``mkg_core.testing.fakellm.hashed_vector``), computed in process, so the figures are the graph's own cost.
 
 For each size, in one growing database:
 
@@ -48,12 +48,12 @@ sys.path.insert(0, str(ROOT))
 from report import machine, save  # noqa: E402
 
 from mkg_core.contrib import Embedder  # noqa: E402
-from mkg_core.fakellm import hashed_vector  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
 from mkg_core.schema import apply_schema, core_statements  # noqa: E402
 from mkg_core.search import VECTOR_SEARCH_FACTOR, search_learnings  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
 from mkg_core.testing import drop_schema, reset_database, scratch_neo4j  # noqa: E402
+from mkg_core.testing.fakellm import hashed_vector  # noqa: E402
 
 SEED = 7
 VOCABULARY = 6000

@@ -31,8 +31,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .contrib import CaptureContext, Job
-from .events import is_error_response, response_text, tool_key
+from .events import tool_key
 from .timeframes import aware
+from .tool_results import is_error_response, response_text
 from .transcripts import Transcript, TranscriptCall, read_transcript
 
 if TYPE_CHECKING:

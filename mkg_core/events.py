@@ -9,13 +9,13 @@ worker, the capture handlers and recall never look at harness-specific shapes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from .eventnames import ANSWERING_EVENTS, EVENT_NAMES, canonical_event_name, tool_key
+from .tool_results import is_error_response, response_text, unwrap
 
 __all__ = [
     "ANSWERING_EVENTS",
@@ -29,74 +29,14 @@ __all__ = [
 ]
 
 
-def is_error_response(value: Any) -> bool:
-    """True for an MCP tool result (dict, or JSON text of one) whose ``isError`` is exactly true."""
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return False
-    return isinstance(value, Mapping) and value.get("isError") is True
-
-
 def tool_result(event: HookEvent) -> Any:
     """A tool event's answer with the harness's wrapping taken off (JSON in strings, MCP content
     blocks, ``{"result": ...}`` envelopes, an oversized answer saved to a file): the innermost
     structured value, else the text. None for a failed call."""
-    from .tool_results import unwrap  # not on the hook's fast path
-
     response = unwrap(event.tool_response)
     if event.is_error or response.is_error:
         return None
     return response.data if response.data is not None else (response.text or None)
-
-
-def response_text(value: Any, limit: int = 2000) -> str:
-    """The human-readable text inside a tool response or error, whitespace collapsed, bounded.
-
-    Accepts strings (JSON text is decoded), MCP content blocks, and nested ``text`` / ``error`` /
-    ``message`` / ``content`` / ``result`` shapes.
-    """
-    parts: list[str] = []
-    _collect_text(value, parts, depth=0)
-    text = " ".join(" ".join(parts).split())
-    if len(text) > limit:
-        text = text[: max(limit - 3, 0)] + "..."
-    return text
-
-
-def _collect_text(value: Any, parts: list[str], depth: int) -> None:
-    if depth > 8 or value is None:
-        return
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in ("{", "["):
-            try:
-                decoded = json.loads(stripped)
-            except ValueError:
-                decoded = None
-            if isinstance(decoded, (dict, list)):
-                _collect_text(decoded, parts, depth + 1)
-                return
-        if stripped:
-            parts.append(stripped)
-        return
-    if isinstance(value, Mapping):
-        for key in ("text", "error", "message"):
-            item = value.get(key)
-            if isinstance(item, str) and item.strip():
-                parts.append(item.strip())
-                return
-        for key in ("content", "result", "structuredContent"):
-            if key in value:
-                _collect_text(value[key], parts, depth + 1)
-                return
-        return
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _collect_text(item, parts, depth + 1)
-        return
-    parts.append(str(value))
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .embedding import embed_or_none
-from .learnings import CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TOMBSTONE
+from .learnings import APPROVED, CONTRADICTED_BY_OTHERS, RESTATES, SUPERSEDE_OTHERS, TOMBSTONE
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .search import VECTOR_SEARCH_FACTOR, keyword_query, scoped_query
 
@@ -139,28 +139,13 @@ SET c.consistency_status = $verdict, c.consistency_checked_at = $now, c.consiste
     c.consistency_reason = $reason, c.gate_error = null, c.updated_at = $now
 """
 
-APPROVE = _GUARD + _CHECKED + "SET c.status = 'approved', c.approved_at = $now RETURN c.id AS id"
+APPROVE = _GUARD + _CHECKED + APPROVED + "RETURN c.id AS id"
 
-SUPERSEDE = _GUARD + _CHECKED + "SET c.status = 'approved', c.approved_at = $now\n" + SUPERSEDE_OTHERS
+SUPERSEDE = _GUARD + _CHECKED + APPROVED + SUPERSEDE_OTHERS
 
 CONTRADICTED = _GUARD + _CHECKED + TOMBSTONE + CONTRADICTED_BY_OTHERS
 
-RESTATEMENT = (
-    _GUARD
-    + _CHECKED
-    + """
-MATCH (canonical:Learning {id: $canonical_id}) WHERE canonical.status IN ['approved', 'candidate']
-SET c.status = 'rejected', c.rejected_at = $now, c.rejected_reason = 'restatement of ' + canonical.id,
-    c.already_learned_from = canonical.id, c.already_learned_at = $now, c.embedding = null,
-    canonical.support_count = coalesce(canonical.support_count, 0) + coalesce(c.support_count, 1),
-    canonical.confidence = CASE WHEN coalesce(c.confidence, 0) > coalesce(canonical.confidence, 0)
-                                THEN c.confidence ELSE canonical.confidence END,
-    canonical.last_reinforced_at = $now
-MERGE (c)-[s:ALREADY_LEARNED_FROM]->(canonical)
-  ON CREATE SET s.created_at = $now
-RETURN c.id AS id
-"""
-)
+RESTATEMENT = _GUARD + _CHECKED + RESTATES + "RETURN c.id AS id"
 
 AMBIGUOUS = (
     _GUARD

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import PayloadError
-from .events import HookEvent, canonical_event_name, is_error_response, response_text, tool_key
+from .events import HookEvent, canonical_event_name, tool_key
+from .tool_results import is_error_response, response_text
 
 if TYPE_CHECKING:
     from .transcripts import Transcript

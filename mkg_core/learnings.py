@@ -184,9 +184,31 @@ RETURN l.id AS id, demote
 
 
 # -- transitions shared by the gate and the human review ---------------------------------------------
-# Fragments that follow a clause binding ``c``, the learning decided on. Parameters: $ids (the other
-# learnings), $now, $reason, $source ('gate' or 'human'), $resolution (recorded on a resolved
-# [:CONTRADICTS]), $rejected_reason.
+# Every change of a learning's ``status`` is written here: created a candidate and demoted or held on
+# update (above), approved, rejected, superseded or restated by the gate and the human review, which
+# compose these fragments with their own guards. Fragments follow a clause binding ``c``, the
+# learning decided on. Parameters: $ids (the other learnings), $now, $reason, $source ('gate' or
+# 'human'), $resolution (recorded on a resolved [:CONTRADICTS]), $rejected_reason, $canonical_id
+# (a restatement's original).
+
+#: ``c`` becomes live memory.
+APPROVED = """
+SET c.status = 'approved', c.approved_at = $now
+"""
+
+#: ``c`` says again what $canonical_id already holds: ``c`` becomes a tombstone pointing at it, and the
+#: canonical learning is reinforced (support, the higher confidence, when).
+RESTATES = """
+MATCH (canonical:Learning {id: $canonical_id}) WHERE canonical.status IN ['approved', 'candidate']
+SET c.status = 'rejected', c.rejected_at = $now, c.rejected_reason = 'restatement of ' + canonical.id,
+    c.already_learned_from = canonical.id, c.already_learned_at = $now, c.embedding = null,
+    canonical.support_count = coalesce(canonical.support_count, 0) + coalesce(c.support_count, 1),
+    canonical.confidence = CASE WHEN coalesce(c.confidence, 0) > coalesce(canonical.confidence, 0)
+                                THEN c.confidence ELSE canonical.confidence END,
+    canonical.last_reinforced_at = $now
+MERGE (c)-[s:ALREADY_LEARNED_FROM]->(canonical)
+  ON CREATE SET s.created_at = $now
+"""
 
 #: ``c`` becomes a tombstone: text and edges stay, the embedding goes (the vector index holds live
 #: memory only).

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .embedding import embed_or_none
 from .errors import MkgError
-from .learnings import CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TEXT_LIMIT, TOMBSTONE, collapse
+from .learnings import APPROVED, CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TEXT_LIMIT, TOMBSTONE, collapse
 from .redaction import scrub
 
 if TYPE_CHECKING:
@@ -82,9 +82,7 @@ SET c.reviewed_by = 'human', c.reviewed_at = $now, c.reviewed_by_user_id = $user
 
 _FIND_C = "MATCH (c:Learning {id: $id})\n"
 
-APPROVE = (
-    _FIND_C + "SET c.status = 'approved', c.consistency_status = 'human', c.approved_at = $now\n" + _REVIEWED
-)
+APPROVE = _FIND_C + APPROVED + "SET c.consistency_status = 'human'\n" + _REVIEWED
 
 REJECT = _FIND_C + TOMBSTONE + _REVIEWED
 

@@ -20,12 +20,12 @@ import os
 import sys
 import threading
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
+from .connections import Connections
 from .contrib import Embedder, ToolContext, ToolGroup, ToolSpec
 from .errors import ConfigError, GraphUnavailable, MkgError, PluginError
 from .graph import Graph
@@ -65,31 +65,23 @@ class Runtime:
     host: PluginHost
     environ: dict[str, str]
     cwd: str
-    #: The worker's shared connections (a session inside the worker); None: connect here.
-    connect: Callable[[Settings], Graph] | None = None
-    _graph: Graph | None = None
-    _schema_done: bool = False
+    #: The worker's shared connections (a session inside the worker); None: this server's own.
+    connections: Connections | None = None
+    _own: Connections | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _embedder: Embedder | None = None
-    _embedder_chosen: bool = False
+
+    def _connections(self) -> Connections:
+        if self.connections is not None:
+            return self.connections
+        with self._lock:
+            if self._own is None:
+                self._own = Connections(
+                    self.host, connection_timeout=5.0, max_retry_time=5.0, schema_wait_seconds=30
+                )
+            return self._own
 
     def graph(self) -> Graph:
-        from .schema import apply_schema
-
-        if self.connect is not None:
-            return self.connect(self.settings)
-        with self._lock:
-            if self._graph is None:
-                self._graph = Graph.connect(self.settings, connection_timeout=5.0, max_retry_time=5.0)
-            if not self._schema_done:
-                try:
-                    apply_schema(self._graph, self.host.schema_statements(self.settings), wait_seconds=30)
-                except GraphUnavailable:
-                    raise
-                except MkgError as exc:
-                    raise GraphUnavailable(f"could not apply the schema ({exc})") from exc
-                self._schema_done = True
-            return self._graph
+        return self._connections().graph_for(self.settings)
 
     def project(self, project_id: str | None = None) -> ProjectRef:
         env = dict(self.environ)
@@ -106,10 +98,7 @@ class Runtime:
         )
 
     def embedder(self) -> Embedder | None:
-        if not self._embedder_chosen:
-            self._embedder = self.host.embedder(self.settings)
-            self._embedder_chosen = True
-        return self._embedder
+        return self._connections().embedder_for(self.settings)
 
     def context(self) -> ToolContext:
         return ToolContext(
@@ -121,8 +110,8 @@ class Runtime:
         )
 
     def close(self) -> None:
-        if self._graph is not None:
-            self._graph.close()
+        if self._own is not None:
+            self._own.close()
 
 
 def plan_groups(host: PluginHost, settings: Settings) -> tuple[list[Mounted], list[Skipped]]:
@@ -369,9 +358,7 @@ def _serve_http(
 # -- a session inside the worker ------------------------------------------------------------------------
 
 
-def serve_session(
-    sock: Any, hello: dict[str, Any], host: PluginHost, connect: Callable[[Settings], Graph]
-) -> None:
+def serve_session(sock: Any, hello: dict[str, Any], host: PluginHost, connections: Connections) -> None:
     """Serve one ``meta-knowledge-graph`` proxy over ``sock`` (the worker's socket, after the hello
     line): the same server a ``mkg serve`` process builds, with the proxy's environment and folder,
     on the worker's connections. Returns when the proxy goes away."""
@@ -385,7 +372,7 @@ def serve_session(
         settings = load_settings(
             environ=environ, project_root=environ.get("MKG_PROJECT_ROOT") or git_root(cwd) or cwd
         )
-        server, _, _ = build_server(Runtime(settings, host, environ, cwd, connect=connect))
+        server, _, _ = build_server(Runtime(settings, host, environ, cwd, connections=connections))
     except (ConfigError, PluginError) as exc:
         sock.sendall(json.dumps({"ok": False, "error": str(exc)}).encode() + b"\n")
         return

@@ -3,7 +3,9 @@
 Harnesses hand a tool's result to hooks in their own envelopes: JSON inside strings, MCP content
 blocks with ``isError`` and ``structuredContent``, ``{"result": ...}`` wrappers, and, for a large
 result, a notice that it was saved to a file. :func:`unwrap` takes all of that apart once, for
-every consumer (query-failure capture, enrichment, provider ingestion).
+every consumer (query-failure capture, enrichment, provider ingestion). :func:`response_text` is
+the short readable form (an error message, a summary line) and :func:`is_error_response` the
+MCP ``isError`` flag, which adapters read when they normalise an event.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .redaction import scrub_value
 
-__all__ = ["Response", "unwrap"]
+__all__ = ["Response", "is_error_response", "response_text", "unwrap"]
 
 #: Longest JSON text kept of one structured value.
 EXCERPT_CHARS = 4000
@@ -123,3 +126,61 @@ def _read_saved(path: str) -> str | None:
         return None
     cleaned = scrub_value(text)
     return cleaned if isinstance(cleaned, str) else text
+
+
+def is_error_response(value: Any) -> bool:
+    """True for an MCP tool result (dict, or JSON text of one) whose ``isError`` is exactly true."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return False
+    return isinstance(value, Mapping) and value.get("isError") is True
+
+
+def response_text(value: Any, limit: int = 2000) -> str:
+    """The human-readable text inside a tool response or error, whitespace collapsed, bounded.
+
+    Accepts strings (JSON text is decoded), MCP content blocks, and nested ``text`` / ``error`` /
+    ``message`` / ``content`` / ``result`` shapes.
+    """
+    parts: list[str] = []
+    _collect_text(value, parts, depth=0)
+    text = " ".join(" ".join(parts).split())
+    if len(text) > limit:
+        text = text[: max(limit - 3, 0)] + "..."
+    return text
+
+
+def _collect_text(value: Any, parts: list[str], depth: int) -> None:
+    if depth > 8 or value is None:
+        return
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in ("{", "["):
+            try:
+                decoded = json.loads(stripped)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, (dict, list)):
+                _collect_text(decoded, parts, depth + 1)
+                return
+        if stripped:
+            parts.append(stripped)
+        return
+    if isinstance(value, Mapping):
+        for key in ("text", "error", "message"):
+            item = value.get(key)
+            if isinstance(item, str) and item.strip():
+                parts.append(item.strip())
+                return
+        for key in ("content", "result", "structuredContent"):
+            if key in value:
+                _collect_text(value[key], parts, depth + 1)
+                return
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _collect_text(item, parts, depth + 1)
+        return
+    parts.append(str(value))

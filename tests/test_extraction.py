@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from mkg_core.extraction import build_corpus, event_blocks
-from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
 from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN
 from mkg_core.learnings import learning_id
 from mkg_core.testing import CaptureRig
+from mkg_core.testing.fakellm import FakeLLM, hashed_vector
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"

@@ -13,7 +13,6 @@ from gate_cases import CASES, Case
 
 from mkg_core.cli import build_cli
 from mkg_core.embedding import LiteLLMEmbedder
-from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.gate import Gate
 from mkg_core.graph import Graph
 from mkg_core.host import PluginHost
@@ -22,6 +21,7 @@ from mkg_core.schema import apply_schema, core_statements
 from mkg_core.search import search_learnings
 from mkg_core.settings import Settings, load_settings
 from mkg_core.testing import Neo4jServer
+from mkg_core.testing.fakellm import FakeLLM, hashed_vector
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"

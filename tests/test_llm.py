@@ -14,7 +14,6 @@ from pydantic import BaseModel
 
 from mkg_core import claude_auth
 from mkg_core.embedding import EmbeddingError, LiteLLMEmbedder, choose_embedder, embed_or_none
-from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.llm import (
     LLM,
     LLMError,
@@ -26,6 +25,7 @@ from mkg_core.llm import (
     readiness,
 )
 from mkg_core.settings import Settings, load_settings
+from mkg_core.testing.fakellm import FakeLLM, hashed_vector
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mkg_core.fakellm import FakeLLM
 from mkg_core.graph import Graph
 from mkg_core.testing import BIN_DIR, Neo4jServer, free_port, mcp_call, mcp_server, mcp_session, npm_tool
+from mkg_core.testing.fakellm import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT, USER = "mcp-test", "ana@example.com"

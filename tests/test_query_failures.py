@@ -13,12 +13,12 @@ import pytest
 from mkg_core.contrib import CaptureContext, QueryTool
 from mkg_core.error_patterns import WRITE_PATTERNS, QueryErrorRecall, pattern_id, pattern_text
 from mkg_core.events import HookEvent
-from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
 from mkg_core.identity import ProjectRef
 from mkg_core.query_failures import BY_TYPE, CONSOLIDATABLE, classify
 from mkg_core.schema import apply_schema, core_statements
 from mkg_core.testing import CaptureRig
+from mkg_core.testing.fakellm import FakeLLM, hashed_vector
 from mkg_core.tool_results import unwrap
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,14 +9,15 @@ from pathlib import Path
 from mkg_core.contrib import CaptureContext
 from mkg_core.embedding import LiteLLMEmbedder
 from mkg_core.events import HookEvent
-from mkg_core.fakellm import FakeLLM, hashed_vector
 from mkg_core.graph import Graph
 from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN, strip_recalled
-from mkg_core.recall import BOOTSTRAP_PROMPT, InjectionEventLinks, estimate_tokens, mark_injected
+from mkg_core.recall import InjectionEventLinks, estimate_tokens, mark_injected
 from mkg_core.schema import apply_schema, core_statements
 from mkg_core.search import keyword_query, search_learnings
 from mkg_core.settings import load_settings
+from mkg_core.system_prompt import BOOTSTRAP_PROMPT
 from mkg_core.testing import CaptureRig
+from mkg_core.testing.fakellm import FakeLLM, hashed_vector
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"

@@ -27,7 +27,6 @@ from secret_corpus import SECRETS
 
 from mkg_core import runtime
 from mkg_core.enrichment import derive, write
-from mkg_core.fakellm import FakeLLM
 from mkg_core.graph import Graph
 from mkg_core.harness import HarnessAdapter
 from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN, instruction_like, neutralise
@@ -35,6 +34,7 @@ from mkg_core.recall import render_context
 from mkg_core.schema import apply_schema, core_statements
 from mkg_core.search import search_learnings
 from mkg_core.testing import BIN_DIR, CaptureRig, Neo4jServer, free_port, mcp_call, mcp_server, mcp_session
+from mkg_core.testing.fakellm import FakeLLM
 from mkg_core.tool_results import unwrap
 from mkg_core.transcripts import Transcript, TranscriptBuilder, read_jsonl, read_transcript
 

@@ -12,14 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from mkg_core.cli import build_cli
-from mkg_core.consolidation import consolidate, history, suspicious, validate
-from mkg_core.fakellm import FakeLLM
 from mkg_core.graph import Graph
 from mkg_core.host import PluginHost
 from mkg_core.plugins import make_plugin_manager
-from mkg_core.recall import BOOTSTRAP_PROMPT
 from mkg_core.settings import Settings, load_settings
+from mkg_core.system_prompt import BOOTSTRAP_PROMPT, consolidate, history, suspicious, validate
 from mkg_core.testing import CaptureRig, Neo4jServer
+from mkg_core.testing.fakellm import FakeLLM
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..consolidation import PromptConsolidationJob
 from ..contrib import CaptureHandler, ContextProvider, Embedder, Job, QueryTool, SchemaStatement, ToolGroup
 from ..embedding import LiteLLMEmbedder
 from ..enrichment import EnrichmentJob
@@ -14,8 +13,9 @@ from ..extraction import ExtractionJob
 from ..hookspecs import hookimpl
 from ..memory_tools import core_tool_groups
 from ..query_failures import QueryFailureCapture
-from ..recall import InjectionEventLinks, ProjectContextProvider, SystemPromptProvider
+from ..recall import InjectionEventLinks, ProjectContextProvider
 from ..schema import core_statements
+from ..system_prompt import PromptConsolidationJob, SystemPromptProvider
 
 if TYPE_CHECKING:
     from ..settings import Settings

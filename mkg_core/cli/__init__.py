@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from .errors import ConfigError, MkgError, PluginError
-from .host import PluginHost
-from .plugins import make_plugin_manager
-from .settings import Settings, load_settings
+from ..errors import ConfigError, MkgError, PluginError
+from ..host import PluginHost
+from ..plugins import make_plugin_manager
+from ..settings import Settings, load_settings
 
 __all__ = ["App", "fail", "guarded", "pass_app", "print_json"]
 
@@ -76,17 +76,17 @@ def build_cli(host: PluginHost) -> click.Group:
             },
         )
 
-    from . import doctor, enrich_cli, setup_wizard, worker_cli
-    from .commands import register_core_commands
-    from .memory_cli import register_memory_commands
+    from . import doctor, enrich, setup, worker
+    from .core import register_core_commands
+    from .memory import register_memory_commands
 
     register_core_commands(cli)
     register_memory_commands(cli)
-    cli.add_command(setup_wizard.setup_command)
+    cli.add_command(setup.setup_command)
     cli.add_command(doctor.doctor_command)
-    cli.add_command(worker_cli.worker_group)
-    cli.add_command(worker_cli.status_command)
-    cli.add_command(enrich_cli.enrich_command)
+    cli.add_command(worker.worker_group)
+    cli.add_command(worker.status_command)
+    cli.add_command(enrich.enrich_command)
     host.register_commands(cli)
     return cli
 

@@ -9,16 +9,16 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from .cli import App, guarded, pass_app, print_json
-from .contrib import SeedContext
-from .graph import Graph
-from .identity import resolve_project, resolve_user
-from .plugins import describe_plugins
-from .schema import apply_schema
+from ..contrib import SeedContext
+from ..graph import Graph
+from ..identity import resolve_project, resolve_user
+from ..plugins import describe_plugins
+from ..schema import apply_schema
+from . import App, guarded, pass_app, print_json
 
 
 def register_core_commands(cli: click.Group) -> None:
-    from .server import serve_command
+    from ..server import serve_command
 
     for command in (
         plugins_command,
@@ -35,7 +35,7 @@ def register_core_commands(cli: click.Group) -> None:
 @pass_app
 def plugins_command(app: App) -> None:
     """List loaded plugins, their versions, hooks and MCP tool groups (mounted or not, and why), as JSON."""
-    from .server import plan_groups
+    from ..server import plan_groups
 
     rows = describe_plugins(app.host.pm)
 

@@ -12,16 +12,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import runtime
-from .errors import MkgError
-from .graph import Graph
-from .plugins import describe_plugins
-from .schema import vector_dimension_mismatches
-from .settings import Settings
+from .. import runtime
+from ..errors import MkgError
+from ..graph import Graph
+from ..plugins import describe_plugins
+from ..schema import vector_dimension_mismatches
+from ..settings import Settings
 
 if TYPE_CHECKING:
-    from .cli import App
-    from .host import PluginHost
+    from ..host import PluginHost
+    from . import App
 
 #: The oldest Neo4j with the SEARCH clause and vector filter properties (Cypher 25).
 MIN_NEO4J = (2026, 1)
@@ -157,7 +157,7 @@ def _check_schema(graph: Graph, host: PluginHost, settings: Settings) -> list[Ch
 
 
 def check_llm(host: PluginHost, settings: Settings) -> list[Check]:
-    from . import llm
+    from .. import llm
 
     checks = []
     model = llm.default_model(settings)
@@ -202,7 +202,7 @@ def check_llm(host: PluginHost, settings: Settings) -> list[Check]:
 
 def check_capture() -> list[Check]:
     """The spool and the worker: events waiting, events given up on."""
-    from .worker_cli import collect_status
+    from .worker import collect_status
 
     report = collect_status(runtime.Paths.from_env())
     spool, worker = report["spool"], report["worker"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from .cli import App, fail, guarded, pass_app
-from .graph import Graph
-from .identity import resolve_project
-from .schema import apply_schema
+from ..graph import Graph
+from ..identity import resolve_project
+from ..schema import apply_schema
+from . import App, fail, guarded, pass_app
 
 
 @click.command("enrich")
@@ -39,7 +39,7 @@ def enrich_command(
         languages = {key: tool.language for key, tool in app.host.query_tools(settings).items()}
         with Graph.connect(settings) as graph:
             apply_schema(graph, app.host.schema_statements(settings), wait_seconds=60)
-            from .enrichment import enrich, sessions_to_enrich
+            from ..enrichment import enrich, sessions_to_enrich
 
             sessions = sessions_to_enrich(graph, session_id=session_id, project_id=scope, force=force)
             if not sessions:

@@ -9,12 +9,12 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from . import consolidation
-from .cli import App, fail, guarded, pass_app, print_json
-from .extraction import observation_text
-from .graph import Graph
-from .identity import resolve_project, resolve_user
-from .review import resolve, review_queue
+from .. import system_prompt
+from ..extraction import observation_text
+from ..graph import Graph
+from ..identity import resolve_project, resolve_user
+from ..review import resolve, review_queue
+from . import App, fail, guarded, pass_app, print_json
 
 KEYS = {
     "a": "approve",
@@ -198,7 +198,7 @@ def prompt_show(app: App) -> None:
 
     def run() -> None:
         with Graph.connect(app.settings()) as graph:
-            row = graph.read(consolidation.LOAD, {"name": consolidation.PROMPT_NAME})[0]
+            row = graph.read(system_prompt.LOAD, {"name": system_prompt.PROMPT_NAME})[0]
         if row["content"] is None:
             click.echo("No system prompt is stored yet: sessions get the built-in bootstrap prompt.")
             return
@@ -216,7 +216,7 @@ def prompt_history(app: App, as_json: bool) -> None:
 
     def run() -> None:
         with Graph.connect(app.settings()) as graph:
-            rows = consolidation.history(graph)
+            rows = system_prompt.history(graph)
         if as_json:
             print_json(rows)
             return
@@ -244,7 +244,7 @@ def prompt_diff(app: App, v1: int, v2: int) -> None:
 
     def run() -> None:
         with Graph.connect(app.settings()) as graph:
-            old, new = consolidation.version_content(graph, v1), consolidation.version_content(graph, v2)
+            old, new = system_prompt.version_content(graph, v1), system_prompt.version_content(graph, v2)
         lines = difflib.unified_diff(
             old.splitlines(), new.splitlines(), fromfile=f"v{v1}", tofile=f"v{v2}", lineterm=""
         )
@@ -261,7 +261,7 @@ def prompt_rollback(app: App, version: int) -> None:
 
     def run() -> None:
         with Graph.connect(app.settings()) as graph:
-            new = consolidation.rollback(graph, version)
+            new = system_prompt.rollback(graph, version)
         click.echo(f"The system prompt is now version {new}, with the text of version {version}.")
 
     guarded(run)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from . import envfiles, runtime
-from .cli import App, pass_app
+from .. import envfiles, runtime
+from . import App, pass_app
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from . import runtime
-from .cli import App, fail, pass_app, print_json
-from .spool import Spool, SpoolError, overflow_files, quarantined_spools
+from .. import runtime
+from ..spool import Spool, SpoolError, overflow_files, quarantined_spools
+from . import App, fail, pass_app, print_json
 
 #: CLI connection flags, as the variables the worker reads.
 _OVERRIDE_VARIABLES = {
@@ -44,7 +44,7 @@ def worker_group(ctx: click.Context, once: bool) -> None:
     if fd is None:
         fail(f"a worker is already running (pid {runtime.worker_pid(paths)}); `mkg worker stop` stops it")
         return
-    from .worker import run_worker
+    from ..worker import run_worker
 
     environ = dict(os.environ)
     for field, variable in _OVERRIDE_VARIABLES.items():

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from mkg_core.fakemodels import FakeAnthropic
 from mkg_core.graph import Graph
 from mkg_core.testing import BIN_DIR, CaptureRig, cpu_burners, first_model_request, npm_tool
+from mkg_core.testing.fakemodels import FakeAnthropic
 
 pytestmark = pytest.mark.e2e
 

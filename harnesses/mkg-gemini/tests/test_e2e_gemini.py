@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from mkg_core.fakemodels import FakeGemini
 from mkg_core.graph import Graph
 from mkg_core.identity import resolve_project
 from mkg_core.testing import BIN_DIR, CaptureRig, first_model_request, npm_tool
+from mkg_core.testing.fakemodels import FakeGemini
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from mkg_core import consolidation
+from mkg_core import system_prompt
 from mkg_core.contrib import SchemaStatement, SeedContext
 from mkg_core.embedding import embed_or_none
 from mkg_core.errors import MkgError
@@ -276,7 +276,7 @@ def persona() -> str:
 def seed_system_prompt(graph: Graph) -> tuple[bool, int, int]:
     """Persist the RoadFlex persona as the current system prompt: (written, version, characters)."""
     text = persona()
-    written, version = consolidation.seed(graph, text, summary="RoadFlex sales persona (system_prompt.md)")
+    written, version = system_prompt.seed(graph, text, summary="RoadFlex sales persona (system_prompt.md)")
     return written, version, len(text.strip())
 
 

@@ -16,11 +16,11 @@ from mkg_sales_agent.dataset import at_risk, build_dataset
 from mkg_sales_agent.demo import LAUNCHER, PROJECT_ID
 from mkg_sales_agent.seeders import LEARNINGS
 
-from mkg_core.fakellm import FakeLLM
 from mkg_core.graph import Graph
 from mkg_core.learnings import learning_id
 from mkg_core.settings import load_settings
 from mkg_core.testing import BIN_DIR, CaptureRig, free_port
+from mkg_core.testing.fakellm import FakeLLM
 
 HERE = Path(__file__).resolve().parents[1]
 ROOT = HERE.parents[1]

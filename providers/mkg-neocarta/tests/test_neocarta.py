@@ -16,13 +16,13 @@ from mkg_neocarta.catalog import load_csv
 from mkg_neocarta.locate import TESTED_FOLDER, TESTED_SPEC, child_env, command
 
 from mkg_core.errors import ConfigError
-from mkg_core.fakellm import FakeLLM
 from mkg_core.graph import Graph
 from mkg_core.host import PluginHost
 from mkg_core.plugins import make_plugin_manager
 from mkg_core.server import plan_groups
 from mkg_core.settings import load_settings
 from mkg_core.testing import BIN_DIR, Neo4jServer, mcp_call, mcp_server, mcp_session, pip_tool
+from mkg_core.testing.fakellm import FakeLLM
 
 CATALOG = Path(__file__).with_name("catalog")
 TOOLS = {

@@ -1,0 +1,127 @@
+"""Graph connections, embedders and query tools, one per distinct configuration, made on first use.
+
+Events and MCP sessions may carry different settings (a project's ``.env`` can point at another
+Neo4j or another embedding model), so everything here is keyed by the part of the settings it
+depends on. The worker holds one :class:`Connections` for the events it stores, the hooks it answers
+and the MCP sessions it serves; a standalone ``mkg serve`` holds its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from .errors import GraphUnavailable, MkgError
+from .graph import Graph
+from .schema import apply_schema
+from .settings import Settings, secret
+
+if TYPE_CHECKING:
+    from .contrib import ContextProvider, Embedder, QueryTool
+    from .host import PluginHost
+
+__all__ = ["Connections", "connection_key"]
+
+log = logging.getLogger("mkg.connections")
+
+ConnectionKey = tuple[str, str, str, str]
+
+
+def connection_key(settings: Settings) -> ConnectionKey:
+    """What makes two settings share a driver: URI, user, database and (a digest of) the password."""
+    password = secret(settings.neo4j_password) or ""
+    digest = hashlib.sha256(password.encode()).hexdigest()[:16]
+    return (settings.neo4j_uri, settings.neo4j_username, settings.neo4j_database, digest)
+
+
+class Connections:
+    """One driver per distinct connection (the schema applied on first use, then the context
+    providers warmed up on it), and the embedder and query tools each configuration selects."""
+
+    def __init__(
+        self,
+        host: PluginHost,
+        *,
+        providers: Iterable[ContextProvider] = (),
+        connection_timeout: float = 3.0,
+        max_retry_time: float = 2.0,
+        schema_wait_seconds: int = 120,
+    ) -> None:
+        self.host = host
+        self.providers = list(providers)
+        self.connection_timeout = connection_timeout
+        self.max_retry_time = max_retry_time
+        self.schema_wait_seconds = schema_wait_seconds
+        self._graphs: dict[ConnectionKey, Graph] = {}
+        self._schema_done: set[ConnectionKey] = set()
+        self._lock = threading.Lock()
+        self._embedders: dict[Any, Embedder | None] = {}
+        self._query_tools: dict[Any, dict[str, QueryTool]] = {}
+
+    def graph_for(self, settings: Settings) -> Graph:
+        """The driver for these settings' connection; raises GraphUnavailable when it cannot be had."""
+        key = connection_key(settings)
+        with self._lock:
+            graph = self._graphs.get(key)
+            if graph is None:
+                graph = self._graphs[key] = Graph.connect(
+                    settings, connection_timeout=self.connection_timeout, max_retry_time=self.max_retry_time
+                )
+            if key not in self._schema_done:
+                try:
+                    apply_schema(
+                        graph, self.host.schema_statements(settings), wait_seconds=self.schema_wait_seconds
+                    )
+                except GraphUnavailable:
+                    raise
+                except MkgError as exc:
+                    raise GraphUnavailable(f"could not apply the schema ({exc})") from exc
+                self._schema_done.add(key)
+                for provider in self.providers:
+                    try:
+                        provider.warm_up(graph)
+                    except Exception as exc:
+                        log.warning("context provider %r could not warm up: %s", provider.name, exc)
+                log.info(
+                    "connected to %s (database %s); schema applied",
+                    settings.neo4j_uri,
+                    settings.neo4j_database,
+                )
+        return graph
+
+    def embedder_for(self, settings: Settings) -> Embedder | None:
+        """The embedder these settings select (one per embedding configuration)."""
+        keys = "\n".join(secret(value) or "" for value in (settings.openai_api_key, settings.gemini_api_key))
+        cache_key = (
+            settings.embedding_model,
+            settings.embedding_dimensions,
+            settings.openai_base_url,
+            hashlib.sha256(keys.encode()).hexdigest()[:16],
+        )
+        if cache_key not in self._embedders:  # no lock: making one may import litellm (seconds)
+            self._embedders[cache_key] = self.host.embedder(settings)
+        return self._embedders[cache_key]
+
+    def query_tools_for(self, settings: Settings) -> dict[str, QueryTool]:
+        """The query tools these settings mount (a provider may need its own configuration)."""
+        cache_key = tuple(sorted((k, str(v)) for k, v in settings.model_dump().items()))
+        if cache_key not in self._query_tools:
+            self._query_tools[cache_key] = self.host.query_tools(settings)
+        return self._query_tools[cache_key]
+
+    def uris(self) -> list[str]:
+        """The Neo4j URIs connected to so far."""
+        with self._lock:
+            return sorted({key[0] for key in self._graphs})
+
+    def close(self) -> None:
+        with self._lock:
+            for graph in self._graphs.values():
+                with contextlib.suppress(Exception):
+                    graph.close()
+            self._graphs.clear()
+            self._schema_done.clear()

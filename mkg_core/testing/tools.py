@@ -1,0 +1,154 @@
+"""Helpers for tests that run real tools: CPU burners, npm and PyPI tools cached in ``.cache``, MCP
+clients, golden payloads."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..harness import HarnessAdapter
+from .paths import BIN_DIR, REPO_ROOT
+
+
+@contextlib.contextmanager
+def cpu_burners(count: int | None = None) -> Iterator[None]:
+    """Busy loops on every core (or ``count``), for tests that must hold on a loaded machine."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(count if count is not None else os.cpu_count() or 2)
+    ]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
+def first_model_request(bodies: list[str], marker: str) -> str:
+    """The first request body that is a model request (holds ``marker``, such as ``"messages"``)."""
+    for body in bodies:
+        if marker in body:
+            return body
+    raise AssertionError(f"no model request among {len(bodies)} bodies")
+
+
+def npm_tool(spec: str, folder: str, binary: str, *options: str) -> Path:
+    """A command from an npm package (``spec`` pins the version), installed once into
+    ``<repo>/.cache/<folder>`` (git-ignored) and reused by later runs; ``options`` go to npm
+    (``--ignore-scripts`` skips optional native builds a headless run does not need)."""
+    root = REPO_ROOT / ".cache" / folder
+    path = root / binary
+    with _cache_lock(folder):
+        if not path.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            npm = ["npm", "install", "--no-audit", "--no-fund", "--silent", *options]
+            subprocess.run(
+                [*npm, "--prefix", str(root), spec],
+                check=True,
+                capture_output=True,
+                timeout=900,
+            )
+    return path
+
+
+def pip_tool(spec: str, folder: str) -> Path:
+    """The ``bin`` folder of a virtual environment holding a PyPI package (``spec`` pins the version),
+    created once in ``<repo>/.cache/<folder>`` (git-ignored) and reused by later runs. For tools
+    whose dependencies cannot share MKG's environment."""
+    root = REPO_ROOT / ".cache" / folder
+    done = root / ".installed"
+    with _cache_lock(folder):
+        if not done.exists() or done.read_text() != spec:
+            shutil.rmtree(root, ignore_errors=True)
+            subprocess.run(
+                [sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=300
+            )
+            pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            result = subprocess.run([*pip, spec], capture_output=True, text=True, timeout=1200, check=False)
+            if result.returncode != 0:
+                raise RuntimeError(f"pip install {spec} failed:\n{result.stderr[-3000:]}")
+            done.write_text(spec)
+    return root / "bin"
+
+
+@contextlib.contextmanager
+def _cache_lock(folder: str) -> Iterator[None]:
+    """One installer at a time per ``.cache`` folder, across processes (parallel test workers,
+    ``make prefetch`` beside a test run)."""
+    import fcntl
+
+    locks = REPO_ROOT / ".cache" / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{folder}.lock", "w") as handle:  # closing it releases the lock
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def mcp_server(env: Mapping[str, str], *args: str, bin_dir: Path = BIN_DIR) -> Any:
+    """Stdio parameters that start ``meta-knowledge-graph`` (this checkout's or ``bin_dir``'s) with env."""
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(
+        command=str(bin_dir / "meta-knowledge-graph"), args=list(args), env=dict(env)
+    )
+
+
+def mcp_session(target: Any, work: Any, *, token: str | None = None) -> Any:
+    """Connect the SDK's client to ``target`` (stdio parameters or a URL, with the bearer ``token``
+    for HTTP); return ``await work(client)``."""
+    import asyncio
+
+    from mcp import Client
+
+    async def main() -> Any:
+        if isinstance(target, str) and token is not None:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            async with (
+                create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+                Client(streamable_http_client(target, http_client=http), read_timeout_seconds=120) as client,
+            ):
+                return await work(client)
+        async with Client(target, read_timeout_seconds=120) as client:
+            return await work(client)
+
+    return asyncio.run(main())
+
+
+async def mcp_call(client: Any, name: str, **arguments: Any) -> tuple[bool, Any]:
+    """Call a tool; return ``(is_error, value)`` with the value decoded from structured or JSON text."""
+    result = await client.call_tool(name, arguments)
+    if result.is_error:
+        return True, "\n".join(getattr(block, "text", "") for block in result.content)
+    if result.structured_content is not None:
+        data = result.structured_content
+        return False, data.get("result", data) if set(data) == {"result"} else data
+    text = result.content[0].text if result.content else "null"
+    try:
+        return False, json.loads(text)
+    except ValueError:
+        return False, text
+
+
+def golden_payloads(folder: Path) -> tuple[list[Path], dict[str, Any]]:
+    """The payload files under ``folder/payloads`` and the events expected of them."""
+    expected = json.loads((folder / "expected_events.json").read_text())
+    return sorted((folder / "payloads").glob("*.json")), expected
+
+
+def check_golden_payload(adapter: HarnessAdapter, path: Path, expected: dict[str, Any]) -> None:
+    """Parse a captured payload (event name from its file name) and compare with its snapshot."""
+    raw = path.read_bytes()
+    event = adapter.parse(raw, path.stem)
+    assert json.loads(json.dumps(event.summary())) == expected[path.stem]
+    assert event.raw == json.loads(raw)
