@@ -381,16 +381,19 @@ def _seed_pattern(graph: Graph, tool_key: str, signature: str, resolution: str, 
     return pid
 
 
+#: A known fix of the Cypher tool: tool key, error signature, resolution, failing query.
+CYPHER_PATTERN = (
+    "neo4j_read_cypher",
+    "Variable `acct` not defined",
+    "Bind the account as `a` in MATCH before using it.",
+    "MATCH (a:Account) RETURN acct",
+)
+
+
 def test_the_next_failure_gets_its_tools_fix_and_no_other(
     rig: CaptureRig, graph: Graph, fake_llm: FakeLLM
 ) -> None:
-    cypher = _seed_pattern(
-        graph,
-        "neo4j_read_cypher",
-        "Variable `acct` not defined",
-        "Bind the account as `a` in MATCH before using it.",
-        "MATCH (a:Account) RETURN acct",
-    )
+    cypher = _seed_pattern(graph, *CYPHER_PATTERN)
     sql = _seed_pattern(
         graph,
         "warehouse_sql",
@@ -483,13 +486,7 @@ def test_the_next_failure_gets_its_tools_fix_and_no_other(
 
 def test_a_fix_served_before_its_session_is_stored_is_still_counted(graph: Graph, settings) -> None:
     apply_schema(graph, core_statements(64))
-    cypher = _seed_pattern(
-        graph,
-        "neo4j_read_cypher",
-        "Variable `acct` not defined",
-        "Bind the account as `a` in MATCH before using it.",
-        "MATCH (a:Account) RETURN acct",
-    )
+    cypher = _seed_pattern(graph, *CYPHER_PATTERN)
     # The worker answers while the failing call's event still waits in the spool: no :Session yet.
     failure = HookEvent(
         harness="claude",
