@@ -149,11 +149,13 @@ def test_a_second_session_is_answered_from_the_kept_answers(env: dict[str, str])
     first = Session(env)
     try:
         first.start()
-        first.call("tools/list")
+        listed = first.call("tools/list")
+        assert "result" in listed, listed
     finally:
         first.close()
     kept = mcp_proxy.load_cache(_paths(env), mcp_proxy.fingerprint(env, os.getcwd()))
     assert kept is not None and kept["exact"]
+    assert "2025-06-18" in kept["tools"], (kept, Path(_paths(env).log).read_text())
     assert {t["name"] for t in kept["tools"]["2025-06-18"]["tools"]} == CORE_TOOLS
 
     # With the worker stopped, a new session still gets initialize and tools/list at once, and
