@@ -29,7 +29,8 @@ processed as skipped. A failed call leaves the window waiting too.
     (:Project)-[:LATEST_OBSERVATION]->(:Observation)
 
 The package: :mod:`.prompts` (the two calls and their answers), :mod:`.corpus` (the window as text),
-:mod:`.rows` (answers as rows to write) and :mod:`.job` (the run, its Cypher and the worker job).
+:mod:`.rows` (answers as rows to write), :mod:`.store` (the window and the records it writes, their
+Cypher) and :mod:`.job` (the run and the worker job).
 """
 
 from .corpus import build_corpus, event_blocks
