@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .injection import instruction_like
+from .redaction import scrub
 
 if TYPE_CHECKING:
     import neo4j
@@ -43,6 +44,18 @@ def collapse(text: str | None, limit: int) -> str | None:
     if not flat:
         return None
     return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def written_text(text: object) -> str:
+    """A learning's text as a person or an agent writes it (an MCP write, a review edit): scrubbed,
+    whitespace collapsed, at most :data:`TEXT_LIMIT` characters. A :class:`ValueError` says what is
+    wrong with it."""
+    flat = collapse(scrub(text), 10_000) if isinstance(text, str) else None
+    if not flat:
+        raise ValueError("text is empty")
+    if len(flat) > TEXT_LIMIT:
+        raise ValueError(f"text has {len(flat)} characters; the limit is {TEXT_LIMIT}")
+    return flat
 
 
 def namespace(scope: str, project_id: str, user_id: str | None) -> str:

@@ -17,21 +17,22 @@ from .errors import MkgError
 from .graph_tools import read_cypher, schema_summary
 from .injection import neutralise
 from .learnings import (
-    TEXT_LIMIT,
     LearningWrite,
     clamp_confidence,
-    collapse,
     learning_id,
     namespace,
     write_learnings,
+    written_text,
 )
 from .learnings import task_pattern as normalize_task_pattern
 from .recall import RECENT_OBSERVATIONS
-from .redaction import scrub
 from .review import QUEUE_SIZE, resolve, review_queue
 from .search import search_learnings
 
 SOURCE = "agent-mcp"
+LEARNING_STATE = """
+MATCH (l:Learning {id: $id}) RETURN l.status AS status, l.support_count AS support, l.held_reason AS held
+"""
 ENSURE_OWNERS = """
 MERGE (p:Project {id: $id}) ON CREATE SET p.name = $name, p.created_at = $now, p.source = 'agent'
 MERGE (u:User {id: $user}) ON CREATE SET u.created_at = $now, u.source = 'agent'
@@ -122,13 +123,10 @@ def project_add_learning(
     instruction to the model waits for a human's review."""
     if scope not in ("project", "user"):
         raise ToolInputError("scope must be 'project' or 'user'")
-    flat = collapse(scrub(text), 10_000) if isinstance(text, str) else None
-    if not flat:
-        raise ToolInputError("text is empty: give one self-contained fact or decision")
-    if len(flat) > TEXT_LIMIT:
-        raise ToolInputError(
-            f"text has {len(flat)} characters; the limit is {TEXT_LIMIT}: keep one fact per call"
-        )
+    try:
+        flat = written_text(text)
+    except ValueError as exc:
+        raise ToolInputError(f"{exc}: give one self-contained fact or decision per call") from None
     if confidence is not None and not 0 <= confidence <= 1:
         raise ToolInputError("confidence must be between 0 and 1")
     project = context.project(project_id)
@@ -167,11 +165,7 @@ def project_add_learning(
             model=None,
             now=now,
         )
-        record = tx.run(
-            "MATCH (l:Learning {id: $id}) RETURN l.status AS status, l.support_count AS support, "
-            "l.held_reason AS held",
-            id=lid,
-        ).single()
+        record = tx.run(LEARNING_STATE, id=lid).single()
         return {**(dict(record) if record else {}), "held_now": bool(result.held)}
 
     stored = graph.write_tx(work)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .embedding import embed_or_none
 from .errors import MkgError
-from .learnings import APPROVED, CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TEXT_LIMIT, TOMBSTONE, collapse
+from .learnings import APPROVED, CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TOMBSTONE, written_text
 from .redaction import scrub
 
 if TYPE_CHECKING:
@@ -136,11 +136,10 @@ def resolve(
     new_text = None
     embedding = None
     if decision == "edit_approve":
-        new_text = collapse(scrub(text), 10_000) if isinstance(text, str) else None
-        if not new_text:
-            raise ReviewError("edit_approve needs the new text")
-        if len(new_text) > TEXT_LIMIT:
-            raise ReviewError(f"the new text has {len(new_text)} characters; the limit is {TEXT_LIMIT}")
+        try:
+            new_text = written_text(text)
+        except ValueError as exc:
+            raise ReviewError(f"edit_approve needs the new text: the {exc}") from None
         embedding = embed_or_none(embedder, [new_text])[0]
     others: list[str] = list(found["conflicts"])
     if conflict_id is not None:
