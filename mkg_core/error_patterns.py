@@ -224,22 +224,7 @@ def consolidate_tool(
             return f"{tool_key}: consolidated at {last_at.isoformat()}; the interval is {interval}"
     batch = waiting["batch"]
     known = graph.read(KNOWN, {"project_id": project_id, "tool_key": tool_key, "limit": KNOWN_PATTERNS})
-    failures = "\n\n".join(
-        f"id={q['id']} issue_types={','.join(q['issue_types'] or [])}\nquery:\n{q['query_text']}\n"
-        f"response:\n{(q['response_excerpt'] or '')[:1500]}"
-        for q in batch
-    )
-    known_text = "\n\n".join(
-        f"id={p['id']}\ntitle: {p['title']}\nerror_signature: {p['error_signature']}\n"
-        f"root_cause: {p['root_cause']}\nresolution: {p['resolution']}"
-        for p in known
-    )
-    prompt = (
-        PROMPT.replace("[[TOOL]]", tool_key)
-        .replace("[[ENGINE]]", tool.language)
-        .replace("[[KNOWN]]", fence("known-patterns", known_text or "(none yet)"))
-        .replace("[[FAILURES]]", fence("query-failures", failures))
-    )
+    prompt = _prompt(tool, known, batch)
     llm = LLM(settings, client)
     try:
         answer = llm.complete_json(SYSTEM, prompt, ConsolidationAnswer)
@@ -271,6 +256,26 @@ def consolidate_tool(
         },
     )
     return f"{tool_key}: {len(rows)} pattern(s) from {len(batch_ids)} failure(s), {len(skipped)} transient"
+
+
+def _prompt(tool: QueryTool, known: list[dict[str, Any]], batch: list[dict[str, Any]]) -> str:
+    """The consolidation prompt: the tool's known patterns and the failures waiting, fenced."""
+    failures = "\n\n".join(
+        f"id={q['id']} issue_types={','.join(q['issue_types'] or [])}\nquery:\n{q['query_text']}\n"
+        f"response:\n{(q['response_excerpt'] or '')[:1500]}"
+        for q in batch
+    )
+    known_text = "\n\n".join(
+        f"id={p['id']}\ntitle: {p['title']}\nerror_signature: {p['error_signature']}\n"
+        f"root_cause: {p['root_cause']}\nresolution: {p['resolution']}"
+        for p in known
+    )
+    return (
+        PROMPT.replace("[[TOOL]]", tool.tool_key)
+        .replace("[[ENGINE]]", tool.language)
+        .replace("[[KNOWN]]", fence("known-patterns", known_text or "(none yet)"))
+        .replace("[[FAILURES]]", fence("query-failures", failures))
+    )
 
 
 def consolidate(

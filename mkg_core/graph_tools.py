@@ -210,8 +210,6 @@ def read_cypher(
     if _PLAN_PREFIX.match(query):
         raise CypherError("refused: give the query itself, without EXPLAIN or PROFILE (this tool plans it)")
     arguments = dict(params or {})
-    rows: list[dict[str, Any]] = []
-    reason: str | None = None
     try:
         with (
             graph.driver.session(
@@ -225,21 +223,7 @@ def read_cypher(
                 raise CypherError(f"refused: {refusal}; this tool is read-only (the graph and nothing else)")
             result = tx.run(query, arguments)
             columns = list(result.keys())
-            size = 0
-            for record in result:
-                if len(rows) >= max_rows:
-                    reason = f"only the first {max_rows} rows are returned"
-                    break
-                row = {key: to_json_safe(record[key]) for key in columns}
-                cost = len(json.dumps(row, default=str))
-                if size + cost > max_bytes:
-                    reason = (
-                        f"row {len(rows) + 1} would take the answer past {max_bytes} bytes of JSON "
-                        f"({cost} bytes in that row)"
-                    )
-                    break
-                size += cost
-                rows.append(row)
+            rows, reason = _take(result, columns, max_rows, max_bytes)
             tx.rollback()
     except CypherError:
         raise
@@ -256,6 +240,27 @@ def read_cypher(
     if reason is not None:
         answer["truncated_reason"] = reason + "; add LIMIT or return fewer properties"
     return answer
+
+
+def _take(
+    result: neo4j.Result, columns: list[str], max_rows: int, max_bytes: int
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The rows as JSON-safe dicts, up to the row and byte caps; and why it stopped early, if it did."""
+    rows: list[dict[str, Any]] = []
+    size = 0
+    for record in result:
+        if len(rows) >= max_rows:
+            return rows, f"only the first {max_rows} rows are returned"
+        row = {key: to_json_safe(record[key]) for key in columns}
+        cost = len(json.dumps(row, default=str))
+        if size + cost > max_bytes:
+            return rows, (
+                f"row {len(rows) + 1} would take the answer past {max_bytes} bytes of JSON "
+                f"({cost} bytes in that row)"
+            )
+        size += cost
+        rows.append(row)
+    return rows, None
 
 
 def plan_refusal(plan: Mapping[str, Any] | None, query_type: str | None, database: str) -> str | None:

@@ -112,36 +112,16 @@ def _run(
     if wants_help:
         stdout.write(USAGE)
         return
-    if env.get("MKG_IN_EXTRACTION"):
-        _drain(stdin)
+    data = _read(stdin, env)
+    if data is None:
         return
-    data = stdin.read(MAX_PAYLOAD_BYTES + 1)
-    if (env.get("MKG_DISABLED") or "").strip().lower() in _TRUE:
-        return
-    if len(data) > MAX_PAYLOAD_BYTES:
-        _drain(stdin)
-        raise Skip(
-            f"payload larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MiB; the event was not recorded"
-        )
     payload, dense = _decode(data)
     clipped = clip_identifiers(payload)
     budget = Budget.for_raw(data)
     truncated: list[str] = []
     clean = sanitize(payload, truncated, budget=budget)
     assert isinstance(clean, dict)
-    session_id = clean.get("session_id")
-    if isinstance(session_id, int) and not isinstance(session_id, bool):
-        session_id = str(session_id)
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise Skip("the payload has no session_id; the event was not recorded")
-    session_id = session_id.strip()
-    named = clean.get("hook_event_name")
-    event = canonical_event_name(named) if isinstance(named, str) and named.strip() else None
-    if event_arg and event not in EVENT_NAMES:
-        # A harness whose events have other names (Gemini CLI's BeforeAgent) passes MKG's as EVENT.
-        event = canonical_event_name(event_arg)
-    if event is None:
-        raise Skip("no valid event name (give EVENT or send hook_event_name); the event was not recorded")
+    session_id, event = _identify(clean, event_arg)
     if _disabled_here(clean):
         return
     client = (client or env.get("MKG_CLIENT") or "").strip().lower() or "auto"
@@ -179,20 +159,58 @@ def _run(
     if truncated:
         shown = ", ".join(truncated[:3]) + (f" and {len(truncated) - 3} more" if len(truncated) > 3 else "")
         _say(stderr, f"oversized payload fields truncated ({shown}); the event was recorded")
-
-    autostart = (env.get("MKG_WORKER_AUTOSTART") or "1").strip().lower() not in ("0", "false", "no", "off")
-    starting = False
-    if runtime.worker_pid(paths) is None and autostart:
-        try:
-            runtime.spawn_worker(paths, env)
-            starting = True
-        except OSError as exc:
-            _say(stderr, f"could not start the worker ({exc}); the event waits in the spool")
+    starting = _start_worker(paths, env, stderr)
     if seq is not None and (
         event in ANSWERING_EVENTS
         or (event in TOOL_ANSWERING_EVENTS and _answers_for(paths, clean.get("tool_name")))
     ):
         _answer(paths, seq, deadline, stdout, starting=starting)
+
+
+def _read(stdin: BinaryIO, env: dict[str, str] | os._Environ[str]) -> bytes | None:
+    """The payload, or None when this hook records nothing (inside extraction, or disabled)."""
+    if env.get("MKG_IN_EXTRACTION"):
+        _drain(stdin)
+        return None
+    data = stdin.read(MAX_PAYLOAD_BYTES + 1)
+    if (env.get("MKG_DISABLED") or "").strip().lower() in _TRUE:
+        return None
+    if len(data) > MAX_PAYLOAD_BYTES:
+        _drain(stdin)
+        raise Skip(
+            f"payload larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MiB; the event was not recorded"
+        )
+    return data
+
+
+def _identify(clean: dict[str, object], event_arg: str | None) -> tuple[str, str]:
+    """The session id and MKG's event name, or Skip saying which is missing."""
+    session_id = clean.get("session_id")
+    if isinstance(session_id, int) and not isinstance(session_id, bool):
+        session_id = str(session_id)
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise Skip("the payload has no session_id; the event was not recorded")
+    named = clean.get("hook_event_name")
+    event = canonical_event_name(named) if isinstance(named, str) and named.strip() else None
+    if event_arg and event not in EVENT_NAMES:
+        # A harness whose events have other names (Gemini CLI's BeforeAgent) passes MKG's as EVENT.
+        event = canonical_event_name(event_arg)
+    if event is None:
+        raise Skip("no valid event name (give EVENT or send hook_event_name); the event was not recorded")
+    return session_id.strip(), event
+
+
+def _start_worker(paths: runtime.Paths, env: dict[str, str] | os._Environ[str], stderr: TextIO) -> bool:
+    """Start a worker if none runs (unless autostart is off); True if one was started now."""
+    autostart = (env.get("MKG_WORKER_AUTOSTART") or "1").strip().lower() not in ("0", "false", "no", "off")
+    if runtime.worker_pid(paths) is not None or not autostart:
+        return False
+    try:
+        runtime.spawn_worker(paths, env)
+    except OSError as exc:
+        _say(stderr, f"could not start the worker ({exc}); the event waits in the spool")
+        return False
+    return True
 
 
 def _deadline(event: str, env: dict[str, str] | os._Environ[str]) -> float:

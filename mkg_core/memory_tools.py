@@ -8,7 +8,7 @@ first and raises :class:`~mkg_core.errors.MkgError` for anything the agent shoul
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .contrib import ToolContext, ToolGroup, ToolSpec
 from .embedding import embed_or_none
@@ -28,6 +28,9 @@ from .learnings import task_pattern as normalize_task_pattern
 from .recall import RECENT_OBSERVATIONS
 from .review import QUEUE_SIZE, resolve, review_queue
 from .search import search_learnings
+
+if TYPE_CHECKING:
+    from .identity import ProjectRef
 
 SOURCE = "agent-mcp"
 LEARNING_STATE = """
@@ -144,31 +147,7 @@ def project_add_learning(
         reason="added by the agent",
         embedding=vector,
     )
-    graph = context.graph()
-    now = datetime.now(UTC)
-
-    def work(tx: Any) -> dict[str, Any]:
-        tx.run(
-            ENSURE_OWNERS,
-            id=project.id,
-            name=project.name,
-            user=user_id,
-            now=now,
-        ).consume()
-        result = write_learnings(
-            tx,
-            [write],
-            project_id=project.id,
-            user_id=user_id,
-            session_id=None,
-            source=SOURCE,
-            model=None,
-            now=now,
-        )
-        record = tx.run(LEARNING_STATE, id=lid).single()
-        return {**(dict(record) if record else {}), "held_now": bool(result.held)}
-
-    stored = graph.write_tx(work)
+    stored = _store(context, write, project)
     answer = {
         "id": lid,
         "scope": scope,
@@ -182,6 +161,29 @@ def project_add_learning(
             "queue and is not recalled until a human approves it"
         )
     return answer
+
+
+def _store(context: ToolContext, write: LearningWrite, project: ProjectRef) -> dict[str, Any]:
+    """Write an agent's learning (and its project and user, if new); return its state afterwards."""
+    now = datetime.now(UTC)
+    user_id = context.user.id
+
+    def work(tx: Any) -> dict[str, Any]:
+        tx.run(ENSURE_OWNERS, id=project.id, name=project.name, user=user_id, now=now).consume()
+        result = write_learnings(
+            tx,
+            [write],
+            project_id=project.id,
+            user_id=user_id,
+            session_id=None,
+            source=SOURCE,
+            model=None,
+            now=now,
+        )
+        record = tx.run(LEARNING_STATE, id=write.id).single()
+        return {**(dict(record) if record else {}), "held_now": bool(result.held)}
+
+    return context.graph().write_tx(work)
 
 
 def project_review_queue(

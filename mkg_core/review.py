@@ -127,32 +127,19 @@ def resolve(
     """Apply a human decision in one transaction; return what changed."""
     if decision not in DECISIONS:
         raise ReviewError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
-    rows = graph.read(FIND, {"id": learning_id, "project_id": project_id, "user_id": user_id})
-    if not rows or rows[0]["status"] is None:
-        raise ReviewError(f"no learning {learning_id!r} in project {project_id} or among {user_id}'s facts")
-    found = rows[0]
-    if found["status"] not in ("candidate", "approved"):
-        raise ReviewError(f"learning {learning_id!r} is {found['status']}: only live memory can be reviewed")
-    new_text = None
-    embedding = None
+    found = _live_learning(graph, learning_id, project_id=project_id, user_id=user_id)
+    edit: dict[str, Any] = {}
     if decision == "edit_approve":
         try:
             new_text = written_text(text)
         except ValueError as exc:
             raise ReviewError(f"edit_approve needs the new text: the {exc}") from None
-        embedding = embed_or_none(embedder, [new_text])[0]
-    others: list[str] = list(found["conflicts"])
-    if conflict_id is not None:
-        if conflict_id not in others:
-            raise ReviewError(f"{learning_id!r} has no open conflict with {conflict_id!r}")
-        others = [conflict_id]
-    if decision in CONFLICT_DECISIONS and not others:
-        raise ReviewError(f"{decision} needs an open conflict, and {learning_id!r} has none")
-    now = datetime.now(UTC)
+        edit = {"text": new_text, "embedding": embed_or_none(embedder, [new_text])[0]}
+    others = _conflicts_decided(found["conflicts"], learning_id, decision, conflict_id)
     reason = scrub(reason) if isinstance(reason, str) else None
     params = {
         "id": learning_id,
-        "now": now,
+        "now": datetime.now(UTC),
         "user_id": user_id,
         "reason": reason,
         "ids": others,
@@ -160,27 +147,12 @@ def resolve(
         "resolution": decision,
         "rejected_reason": reason or "rejected by a human",
     }
-
-    def work(tx: neo4j.ManagedTransaction) -> None:
-        if decision == "edit_approve":
-            tx.run(EDIT, {**params, "text": new_text, "embedding": embedding}).consume()
-        if decision == "reject" or decision == "keep_existing":
-            tx.run(REJECT, params).consume()
-        else:
-            tx.run(APPROVE, params).consume()
-        if decision == "keep_new":
-            tx.run(SUPERSEDE, {**params, "reason": reason or "decided by a human"}).consume()
-        elif decision == "keep_existing":
-            tx.run(CONTRADICTED_BY, {**params, "reason": reason or "decided by a human"}).consume()
-        elif decision == "keep_both" and others:
-            tx.run(KEEP_BOTH, params).consume()
-
-    graph.write_tx(work)
-    status = "rejected" if decision in ("reject", "keep_existing") else "approved"
+    graph.write_tx(lambda tx: _apply(tx, decision, params, edit))
+    rejected = decision in ("reject", "keep_existing")
     result: dict[str, Any] = {
         "id": learning_id,
         "decision": decision,
-        "status": status,
+        "status": "rejected" if rejected else "approved",
         "reviewed_by": "human",
     }
     if decision == "keep_new":
@@ -188,3 +160,45 @@ def resolve(
     if decision == "keep_existing":
         result["kept"] = others
     return result
+
+
+def _live_learning(graph: Graph, learning_id: str, *, project_id: str, user_id: str | None) -> dict[str, Any]:
+    """The learning the caller may decide on, if it is live memory; ReviewError otherwise."""
+    rows = graph.read(FIND, {"id": learning_id, "project_id": project_id, "user_id": user_id})
+    if not rows or rows[0]["status"] is None:
+        raise ReviewError(f"no learning {learning_id!r} in project {project_id} or among {user_id}'s facts")
+    if rows[0]["status"] not in ("candidate", "approved"):
+        raise ReviewError(
+            f"learning {learning_id!r} is {rows[0]['status']}: only live memory can be reviewed"
+        )
+    return rows[0]
+
+
+def _conflicts_decided(
+    open_conflicts: list[str], learning_id: str, decision: str, conflict_id: str | None
+) -> list[str]:
+    """The conflicting learnings a decision applies to: all open ones, or the one named."""
+    others = list(open_conflicts)
+    if conflict_id is not None:
+        if conflict_id not in others:
+            raise ReviewError(f"{learning_id!r} has no open conflict with {conflict_id!r}")
+        others = [conflict_id]
+    if decision in CONFLICT_DECISIONS and not others:
+        raise ReviewError(f"{decision} needs an open conflict, and {learning_id!r} has none")
+    return others
+
+
+def _apply(tx: neo4j.ManagedTransaction, decision: str, params: dict[str, Any], edit: dict[str, Any]) -> None:
+    if edit:
+        tx.run(EDIT, {**params, **edit}).consume()
+    if decision == "reject" or decision == "keep_existing":
+        tx.run(REJECT, params).consume()
+    else:
+        tx.run(APPROVE, params).consume()
+    decided = {**params, "reason": params["reason"] or "decided by a human"}
+    if decision == "keep_new":
+        tx.run(SUPERSEDE, decided).consume()
+    elif decision == "keep_existing":
+        tx.run(CONTRADICTED_BY, decided).consume()
+    elif decision == "keep_both" and params["ids"]:
+        tx.run(KEEP_BOTH, params).consume()

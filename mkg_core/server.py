@@ -218,6 +218,18 @@ def describe_groups(mounted: list[Mounted], skipped: list[Skipped]) -> list[str]
 TRANSPORTS = {"stdio": "stdio", "http": "streamable-http", "streamable-http": "streamable-http", "sse": "sse"}
 
 
+def _log_to_stderr() -> None:
+    """stdout belongs to the protocol (stdio): what the server says goes to stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    for name in ("mkg", "neo4j"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.propagate = False
+    logging.getLogger("mkg").setLevel(logging.INFO)
+    logging.getLogger("neo4j").setLevel(logging.ERROR)
+
+
 @click.command("serve")
 @click.option("--db-url", help="Neo4j URI (NEO4J_URI).")
 @click.option("--username", help="Neo4j user (NEO4J_USERNAME).")
@@ -290,15 +302,7 @@ def serve_command(
         server, mounted, skipped = build_server(runtime)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from None
-    # stdout belongs to the protocol (stdio); what the server says goes to stderr.
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-    for name in ("mkg", "neo4j"):
-        logger = logging.getLogger(name)
-        logger.addHandler(handler)
-        logger.propagate = False
-    logging.getLogger("mkg").setLevel(logging.INFO)
-    logging.getLogger("neo4j").setLevel(logging.ERROR)
+    _log_to_stderr()
     for line in describe_groups(mounted, skipped):
         log.info(line)
     try:

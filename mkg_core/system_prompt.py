@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from .graph import Graph
     from .settings import Settings
 
+__all__ = ["seed"]
+
 PROMPT_NAME = "default"
 BOOTSTRAP_PROMPT = """\
 You work with a persistent, graph-structured memory (Meta Knowledge Graph). It keeps durable facts \
@@ -222,33 +224,12 @@ def consolidate(
 ) -> Outcome:
     """Run the service once for ``user_id`` (see the module docstring)."""
     now = now or datetime.now(UTC)
-    pending = graph.read(PENDING, {"user_id": user_id, "limit": MAX_FACTS})
-    threshold = settings.prompt_consolidation_threshold
-    if len(pending) <= threshold:
-        return Outcome(
-            "skipped", f"{len(pending)} approved user facts wait; more than {threshold} are needed"
-        )
-    current = graph.read(LOAD, {"name": PROMPT_NAME})[0]
-    last_at = aware(current["last"])
-    if last_at is not None:
-        wait = timedelta(hours=settings.prompt_consolidation_interval_hours)
-        if now - last_at < wait:
-            return Outcome("skipped", f"last consolidated at {last_at.isoformat()}; the interval is {wait}")
-    refused = [{"id": f["id"], "reason": f"reads like an instruction: {hit!r}"}
-               for f in pending if (hit := suspicious(f["text"]))]  # fmt: skip
-    if refused:
-        graph.write(REFUSE_FACTS, {"refused": refused, "now": now})
-    refused_ids = {r["id"] for r in refused}
-    facts = [f for f in pending if f["id"] not in refused_ids]
-    if len(facts) <= threshold:
-        return Outcome("skipped", f"{len(refused)} fact(s) refused as instructions; too few left to fold")
+    ready = _facts_to_fold(graph, settings, user_id, now)
+    if isinstance(ready, Outcome):
+        return ready
+    facts, current = ready
     old = current["content"] or BOOTSTRAP_PROMPT.strip()
     llm = LLM(settings, client)
-    prompt = (
-        FOLD_PROMPT.replace("[[LIMIT]]", str(MAX_PROMPT_CHARS))
-        .replace("[[PROMPT]]", fence("system-prompt", old))
-        .replace("[[FACTS]]", fence("user-facts", "\n".join(f"- id={f['id']}: {f['text']}" for f in facts)))
-    )
 
     def log(status: str, reason: str, tokens: int = 0, version: int | None = None) -> Outcome:
         graph.write(
@@ -269,7 +250,7 @@ def consolidate(
         return Outcome(status, reason, version)
 
     try:
-        answer = llm.complete_json(SYSTEM, prompt, FoldAnswer)
+        answer = llm.complete_json(SYSTEM, _fold_prompt(old, facts), FoldAnswer)
     except LLMError as exc:
         return log("error", str(exc), exc.usage.total_tokens)
     tokens = answer.usage.total_tokens
@@ -290,6 +271,43 @@ def consolidate(
         now=now,
     )
     return log("consolidated", f"folded {len(folded)} fact(s)", tokens, version)
+
+
+def _facts_to_fold(
+    graph: Graph, settings: Settings, user_id: str, now: datetime
+) -> tuple[list[dict[str, Any]], dict[str, Any]] | Outcome:
+    """The approved facts to fold and the current prompt, or why this run is skipped.
+
+    Facts that read like an instruction are refused here (and marked so), never folded."""
+    pending = graph.read(PENDING, {"user_id": user_id, "limit": MAX_FACTS})
+    threshold = settings.prompt_consolidation_threshold
+    if len(pending) <= threshold:
+        return Outcome(
+            "skipped", f"{len(pending)} approved user facts wait; more than {threshold} are needed"
+        )
+    current = graph.read(LOAD, {"name": PROMPT_NAME})[0]
+    last_at = aware(current["last"])
+    if last_at is not None:
+        wait = timedelta(hours=settings.prompt_consolidation_interval_hours)
+        if now - last_at < wait:
+            return Outcome("skipped", f"last consolidated at {last_at.isoformat()}; the interval is {wait}")
+    refused = [{"id": f["id"], "reason": f"reads like an instruction: {hit!r}"}
+               for f in pending if (hit := suspicious(f["text"]))]  # fmt: skip
+    if refused:
+        graph.write(REFUSE_FACTS, {"refused": refused, "now": now})
+    refused_ids = {r["id"] for r in refused}
+    facts = [f for f in pending if f["id"] not in refused_ids]
+    if len(facts) <= threshold:
+        return Outcome("skipped", f"{len(refused)} fact(s) refused as instructions; too few left to fold")
+    return facts, current
+
+
+def _fold_prompt(old: str, facts: list[dict[str, Any]]) -> str:
+    return (
+        FOLD_PROMPT.replace("[[LIMIT]]", str(MAX_PROMPT_CHARS))
+        .replace("[[PROMPT]]", fence("system-prompt", old))
+        .replace("[[FACTS]]", fence("user-facts", "\n".join(f"- id={f['id']}: {f['text']}" for f in facts)))
+    )
 
 
 def validate(new: str, old: str) -> str | None:
