@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mkg_core import mcp_proxy, runtime
+from mkg_core import mcp_answers, mcp_proxy, runtime
 from mkg_core.graph import Graph
 from mkg_core.lines import LineReader
 from mkg_core.testing import BIN_DIR, Neo4jServer
@@ -153,7 +153,7 @@ def test_a_second_session_is_answered_from_the_kept_answers(env: dict[str, str])
         assert "result" in listed, listed
     finally:
         first.close()
-    kept = mcp_proxy.load_cache(_paths(env), mcp_proxy.fingerprint(env, os.getcwd()))
+    kept = mcp_answers.load_cache(_paths(env), mcp_answers.fingerprint(env, os.getcwd()))
     assert kept is not None and kept["exact"]
     assert "2025-06-18" in kept["tools"], (kept, Path(_paths(env).log).read_text())
     assert {t["name"] for t in kept["tools"]["2025-06-18"]["tools"]} == CORE_TOOLS
@@ -274,7 +274,7 @@ def test_stale_kept_answers_are_corrected_with_a_list_changed_notice(env: dict[s
                                       "serverInfo": {"name": "meta-knowledge-graph", "version": "0"}}},
         "tools": {"2025-06-18": stale_tools},
     }  # fmt: skip
-    mcp_proxy.save_cache(paths, "some-other-settings", stale)
+    mcp_answers.save_cache(paths, "some-other-settings", stale)
     session = Session(env)
     try:
         session.start()
