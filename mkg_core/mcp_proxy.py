@@ -218,17 +218,24 @@ class Proxy:
     def _forward(self, message: Any) -> None:
         mid = message.get("id") if isinstance(message, dict) else None
         is_request = isinstance(message, dict) and "method" in message and mid is not None
-        if not self._wait_ready():
+        for _ in range(2):  # a connection found dead on sending is replaced once
+            if not self._wait_ready():
+                if is_request:
+                    why = (
+                        self.failure
+                        or "MKG's worker is not running and could not be started; see `mkg status`"
+                    )
+                    self._send(_error(mid, why))
+                return
             if is_request:
-                why = self.failure or "MKG's worker is not running and could not be started; see `mkg status`"
-                self._send(_error(mid, why))
-            return
+                with self.state:
+                    self.pending[mid] = str(message.get("method"))
+            if self._upstream_send(message):
+                return
+            if is_request:  # it never reached the worker, so sending it again cannot run it twice
+                with self.state:
+                    self.pending.pop(mid, None)
         if is_request:
-            with self.state:
-                self.pending[mid] = str(message.get("method"))
-        if not self._upstream_send(message) and is_request:
-            with self.state:
-                self.pending.pop(mid, None)
             self._send(_error(mid, "MKG's worker went away (restarting?); call again in a moment"))
 
     # -- the worker side ---------------------------------------------------------------------------
@@ -355,7 +362,8 @@ class Proxy:
         try:
             sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
             return True
-        except OSError:
+        except OSError:  # the worker died, perhaps before its reader saw the end of the connection
+            self._worker_gone(sock)
             return False
 
     def _read_upstream(self, sock: socket.socket) -> None:
