@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .harness import HarnessAdapter
 
+__all__ = ["ProjectRef", "UserRef", "resolve_project", "resolve_user"]
+
 #: Payload keys that may name the project folder, most specific first.
 PAYLOAD_PROJECT_KEYS = ("project_root", "project_dir", "workspace_root", "workspace_dir", "repo_root", "cwd")
 #: Environment variables that may name it, after the payload: MKG's own, then any harness's

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from .injection import instruction_like
 from .redaction import scrub
 
+__all__ = ["learning_id", "namespace", "task_pattern"]
+
 if TYPE_CHECKING:
     import neo4j
 
