@@ -5,7 +5,6 @@ and worker into the real dev Neo4j, then projected by ``mkg enrich``."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -47,28 +46,6 @@ ORDER BY session, turn
 """
 
 
-def _replay(rig: CaptureRig, harness: str, home: Path, *, drop: set[int] = frozenset()) -> list[str]:
-    """Send the captured hook payloads (minus the ``drop`` line numbers), their transcripts copied
-    under ``home``; returns the session ids in order."""
-    folder = SESSIONS[harness]
-    sessions: list[str] = []
-    for number, line in enumerate((folder / "hooks.jsonl").read_text().splitlines(), start=1):
-        record = json.loads(line)
-        payload = record["payload"]
-        if payload["session_id"] not in sessions:
-            sessions.append(payload["session_id"])
-        if number in drop:
-            continue
-        name = Path(payload["transcript_path"]).name
-        target = home / name
-        if not target.exists():
-            shutil.copy(folder / "transcripts" / name, target)
-        payload["transcript_path"] = str(target)
-        result = rig.hook(harness, record["event"], payload)
-        assert result.returncode == 0, result.stderr
-    return sessions
-
-
 @pytest.fixture
 def rig(capture: CaptureRig, graph: Graph) -> CaptureRig:
     capture.env.update({"MKG_PROJECT_ID": PROJECT, "EMBEDDING_MODEL": "none", "MKG_EXTRACTION": "0"})
@@ -85,7 +62,7 @@ def _enrich(rig: CaptureRig, *args: str) -> str:
 def test_captured_sessions_become_turns_calls_results_rationales_and_resources(
     rig: CaptureRig, graph: Graph, harness: str, tmp_path: Path
 ) -> None:
-    first, second = _replay(rig, harness, tmp_path)
+    first, second = rig.replay(harness, SESSIONS[harness], tmp_path)
     rig.drain()
     assert graph.read("MATCH (t:Turn) RETURN count(t) AS n") == [{"n": 0}]  # the job is off by default
 
@@ -118,11 +95,11 @@ def test_only_new_sessions_are_enriched_and_the_transcript_fills_in_missed_calls
     lines = (SESSIONS["claude"] / "hooks.jsonl").read_text().splitlines()
     first_session = {n for n, line in enumerate(lines, 1) if n <= 6}
     # Only the first session, then enrich it.
-    _replay(rig, "claude", tmp_path, drop=set(range(7, len(lines) + 1)))
+    rig.replay("claude", SESSIONS["claude"], tmp_path, drop=set(range(7, len(lines) + 1)))
     rig.drain()
     assert "Enriched 1 session(s)" in _enrich(rig, "--project", PROJECT)
     # The second session arrives, its tool hooks lost (PreToolUse and PostToolUse of the Read).
-    _replay(rig, "claude", tmp_path, drop=first_session | {9, 10})
+    rig.replay("claude", SESSIONS["claude"], tmp_path, drop=first_session | {9, 10})
     rig.drain()
     assert "Enriched 1 session(s): 1 turn(s), 1 tool call(s)" in _enrich(rig, "--project", PROJECT)
     rows = graph.read(SNAPSHOT)
@@ -151,7 +128,7 @@ def test_the_worker_job_enriches_after_stop_when_switched_on(
     rig: CaptureRig, graph: Graph, tmp_path: Path
 ) -> None:
     rig.env["MKG_ENRICHMENT"] = "1"
-    _replay(rig, "codex", tmp_path)
+    rig.replay("codex", SESSIONS["codex"], tmp_path)
     rig.drain()
     assert graph.read("MATCH (c:ToolCall)-[:HAS_RATIONALE]->(r) RETURN count(r) AS n") == [{"n": 2}]
     assert graph.read("MATCH (s:Session) WHERE s.enriched_events IS NOT NULL RETURN count(s) AS n") == [
@@ -163,7 +140,7 @@ def test_the_worker_job_enriches_after_stop_when_switched_on(
 def test_project_context_names_the_files_and_tools_most_touched(
     rig: CaptureRig, graph: Graph, tmp_path: Path
 ) -> None:
-    _replay(rig, "claude", tmp_path)
+    rig.replay("claude", SESSIONS["claude"], tmp_path)
     rig.drain()
     before = mcp_session(mcp_server(rig.env), lambda c: mcp_call(c, "project_get_context"))
     assert not before[0] and "most_touched" not in before[1]  # nothing enriched yet

@@ -491,3 +491,27 @@ def test_the_gate_runs_after_extraction_in_the_same_job(
     with rig.spool() as spool:
         summary = spool.db.execute("SELECT summary FROM jobs WHERE name = 'extraction'").fetchone()[0]
     assert "gate: 1 consistent, 1 supersedes" in summary
+
+
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_what_the_assistant_said_between_tool_calls_is_read(
+    rig: CaptureRig, fake_llm: FakeLLM, harness: str, tmp_path: Path
+) -> None:
+    # Sessions captured from the real CLI; its transcripts hold what was said before each call.
+    folder = ROOT / "harnesses" / f"mkg-{harness}" / "tests" / "session"
+    said = "Let me check the deploy notes first."
+    for path in (folder / "transcripts").glob("*.jsonl"):
+        text = path.read_text()
+        assert text.count(said) >= 1 or "I will keep the deploy day" in text
+        (tmp_path / path.name).write_text(text.replace(said, f"{said} The key is {AWS_KEY}."))
+    _script(fake_llm, [])
+    rig.replay(harness, folder, tmp_path, **IDENTITY)
+    rig.drain()
+
+    extract_calls = [c.text for c in fake_llm.chats() if EXTRACT in c.text]
+    sent = "\n".join(extract_calls)
+    assert f"assistant: {said}" in sent  # from the transcript: no hook carries it
+    assert "assistant: I will keep the deploy day in project memory." in sent
+    first = next(text for text in extract_calls if said in text)
+    assert first.index(said) < first.index("DEPLOY.md")  # before the call it led to
+    assert AWS_KEY not in sent  # scrubbed like the rest

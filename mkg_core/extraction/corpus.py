@@ -1,8 +1,10 @@
 """A session window as text for the model: turns, the latest whole, older ones condensed, recalled memory
-stripped and credentials scrubbed."""
+stripped and credentials scrubbed. What the assistant said between tool calls (from the session's
+transcript, which no hook carries) goes before the calls it led to."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..events import tool_key as normalize_tool_key
@@ -13,7 +15,7 @@ TURN_START_EVENTS = frozenset({"UserPromptSubmit"})
 SILENT_EVENTS = frozenset(
     {"SessionStart", "SessionEnd", "Notification", "PreCompact", "SubagentStart", "PreToolUse"}
 )
-BLOCK_TEXT, TOOL_TEXT = 2000, 600
+BLOCK_TEXT, TOOL_TEXT, SAID_TEXT = 2000, 600, 1000
 
 
 def clip(text: object, limit: int) -> str:
@@ -21,9 +23,12 @@ def clip(text: object, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def event_blocks(events: list[dict[str, Any]]) -> list[list[str]]:
-    """The events as text, grouped into turns (a turn starts at each prompt)."""
+def event_blocks(events: list[dict[str, Any]], said: Mapping[str, str] | None = None) -> list[list[str]]:
+    """The events as text, grouped into turns (a turn starts at each prompt). ``said`` maps a tool
+    call's id to the assistant text that came before it; calls issued together share one text,
+    written once."""
     turns: list[list[str]] = [[]]
+    last_said = None
     for index, event in enumerate(events):
         name = event.get("event_name", "")
         if name in SILENT_EVENTS:
@@ -39,6 +44,10 @@ def event_blocks(events: list[dict[str, Any]]) -> list[list[str]]:
             if event.get("last_assistant_message"):
                 block.append(f"{who}assistant: {clip(event['last_assistant_message'], BLOCK_TEXT)}")
         elif event.get("tool_name"):
+            text = (said or {}).get(event.get("tool_use_id") or "")
+            if text and text != last_said:
+                block.append(f"{who}assistant: {clip(text, SAID_TEXT)}")
+                last_said = text
             block += _tool_lines(event, events[index + 1 :], who)
         elif event.get("prompt"):
             block.append(f"{who}{name}: {clip(event['prompt'], BLOCK_TEXT)}")
@@ -70,9 +79,12 @@ def _tool_lines(event: dict[str, Any], later: list[dict[str, Any]], who: str) ->
     return lines
 
 
-def build_corpus(events: list[dict[str, Any]], budget_tokens: int) -> str:
-    """The window as text within ``budget_tokens``: newest turns whole, older ones condensed."""
-    turns = event_blocks(events)
+def build_corpus(
+    events: list[dict[str, Any]], budget_tokens: int, said: Mapping[str, str] | None = None
+) -> str:
+    """The window as text within ``budget_tokens``: newest turns whole, older ones condensed.
+    ``said``: the assistant text before each tool call, by call id (see :func:`event_blocks`)."""
+    turns = event_blocks(events, said)
     if not turns:
         return ""
     budget = budget_tokens * 4  # characters, as estimate_tokens counts them

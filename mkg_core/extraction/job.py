@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from ..gate import Gate
 from ..learnings import LearningWrite
 from ..llm import LLM, LLMError, Usage, fence
 from ..search import search_learnings
+from ..transcripts import Transcript, read_transcript
 from .corpus import build_corpus, clip
 from .prompts import (
     EXTRACTION_PROMPT,
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from ..contrib import Embedder
     from ..events import HookEvent
     from ..graph import Graph
+    from ..harness import HarnessAdapter
     from ..identity import ProjectRef, UserRef
     from ..settings import Settings
 
@@ -81,6 +84,9 @@ class Extractor:
     user: UserRef | None
     client: str | None = None
     embedder: Embedder | None = None
+    #: Harness adapters by name: they read the session transcripts the events name.
+    adapters: Mapping[str, HarnessAdapter] = field(default_factory=dict)
+    _transcripts: dict[tuple[str, str | None], Transcript | None] = field(default_factory=dict, repr=False)
 
     @property
     def user_id(self) -> str | None:
@@ -113,7 +119,7 @@ class Extractor:
         if fetched is None:
             return None
         window, events = fetched
-        corpus = build_corpus(events, self.settings.extraction_corpus_tokens)
+        corpus = build_corpus(events, self.settings.extraction_corpus_tokens, self._said(events))
         llm = LLM(self.settings, self.client)
         if not corpus.strip():
             return self._commit(self._record(window, llm, "skipped"), reason="no conversation in this window")
@@ -130,6 +136,25 @@ class Extractor:
         return self._commit(self._record(window, llm, "called", distilled.usage), distilled=distilled)
 
     # -- helpers ------------------------------------------------------------------------------------
+
+    def _said(self, events: list[dict[str, Any]]) -> dict[str, str]:
+        """What the assistant said before each of the window's tool calls, by call id, from the
+        transcripts its events name (no hook carries the text said between calls)."""
+        wanted = {e["tool_use_id"] for e in events if e.get("tool_name") and e.get("tool_use_id")}
+        said: dict[str, str] = {}
+        if not wanted:
+            return said
+        for path, client in dict.fromkeys(
+            (e["transcript_path"], e.get("client")) for e in events if e.get("transcript_path")
+        ):
+            if (path, client) not in self._transcripts:  # read once per run: windows share it
+                adapter = self.adapters.get(client) if client else None
+                self._transcripts[path, client] = read_transcript(path, adapter)
+            transcript = self._transcripts[path, client]
+            for call in transcript.calls.values() if transcript is not None else ():
+                if call.tool_use_id in wanted and call.rationale:
+                    said[call.tool_use_id] = call.rationale
+        return said
 
     def _record(self, window: Window, llm: LLM, status: str, usage: Usage | None = None) -> ProcessingRecord:
         return ProcessingRecord(self.project.id, self.user_id, window, llm.label, status, usage or Usage())
@@ -261,6 +286,7 @@ class ExtractionJob(Job):
             context.user,
             client=llm_client,
             embedder=context.embedder,
+            adapters=context.adapters,
         )
         results = extractor.run(event.session_id)
         summary = "; ".join(r.line() for r in results) or "nothing new"

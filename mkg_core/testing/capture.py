@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,30 @@ class CaptureRig:
             timeout=timeout,
             check=False,
         )
+
+    def replay(
+        self, client: str, folder: Path, home: Path, *, drop: Collection[int] = (), **env: str
+    ) -> list[str]:
+        """Send a session captured from a real CLI: ``folder`` holds its ``hooks.jsonl`` (one
+        ``{"event", "payload"}`` per line) and ``transcripts/``, copied under ``home`` for the
+        payloads to name. Lines numbered in ``drop`` (from 1) are left out; returns the session
+        ids in order."""
+        sessions: list[str] = []
+        for number, line in enumerate((folder / "hooks.jsonl").read_text().splitlines(), start=1):
+            record = json.loads(line)
+            payload = record["payload"]
+            if payload["session_id"] not in sessions:
+                sessions.append(payload["session_id"])
+            if number in drop:
+                continue
+            name = Path(payload["transcript_path"]).name
+            target = home / name
+            if not target.exists():
+                shutil.copy(folder / "transcripts" / name, target)
+            payload["transcript_path"] = str(target)
+            result = self.hook(client, record["event"], payload, env=env)
+            assert result.returncode == 0, result.stderr
+        return sessions
 
     def mkg(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
