@@ -1,7 +1,9 @@
-"""The lifecycle event names MKG knows. Standard library only, and cheap: the hook imports it."""
+"""The lifecycle event names MKG knows, and the hook output that adds context to one. Standard
+library only, and cheap: the hook imports it."""
 
 from __future__ import annotations
 
+import json
 import re
 
 #: Every lifecycle event MKG knows, in the order a session usually sees them.
@@ -41,6 +43,14 @@ def canonical_event_name(name: str) -> str | None:
     if not _EVENT_NAME_RE.match(name):
         return None
     return _BY_LOWER.get(name.lower(), name)
+
+
+def context_output(event_name: str, text: str) -> str:
+    """The hook's stdout that adds ``text`` as context to the event named ``event_name`` (as the
+    harness names it): the ``hookSpecificOutput`` that Claude Code, Codex and Gemini CLI read."""
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}, ensure_ascii=False
+    )
 
 
 def tool_key(tool_name: str | None) -> str | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import PayloadError
+from .eventnames import context_output
 from .events import HookEvent, canonical_event_name, tool_key
 from .tool_results import is_error_response, response_text
 
@@ -218,10 +219,7 @@ class HarnessAdapter:
             name = canonical_event_name(event) or event
         if name == "PostToolUseFailure":
             return json.dumps({"decision": "block", "reason": text}, ensure_ascii=False)
-        return json.dumps(
-            {"hookSpecificOutput": {"hookEventName": name, "additionalContext": text}},
-            ensure_ascii=False,
-        )
+        return context_output(str(name), text)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

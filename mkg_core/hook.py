@@ -22,8 +22,15 @@ import os
 import sys
 import time
 
-from . import runtime
-from .eventnames import ANSWERING_EVENTS, EVENT_NAMES, TOOL_ANSWERING_EVENTS, canonical_event_name, tool_key
+from . import degraded, runtime
+from .eventnames import (
+    ANSWERING_EVENTS,
+    EVENT_NAMES,
+    TOOL_ANSWERING_EVENTS,
+    canonical_event_name,
+    context_output,
+    tool_key,
+)
 from .payload import DENSE_STRINGS, Budget, clip_identifiers, cut_nesting, is_dense, reduce_dense, sanitize
 from .spool import SpoolError, env_hints, event_id, open_spool, quarantine, utc_timestamp, write_overflow
 
@@ -164,7 +171,11 @@ def _run(
         event in ANSWERING_EVENTS
         or (event in TOOL_ANSWERING_EVENTS and _answers_for(paths, clean.get("tool_name")))
     ):
-        _answer(paths, seq, deadline, stdout, starting=starting)
+        unanswered = _answer(paths, seq, deadline, stdout, starting=starting)
+        if unanswered and event == "SessionStart" and degraded.first_time(paths.root, session_id):
+            named = clean.get("hook_event_name")
+            native = named if isinstance(named, str) and named.strip() else event
+            stdout.write(context_output(native, degraded.notice(unanswered)) + "\n")
 
 
 def _read(stdin: BinaryIO, env: dict[str, str] | os._Environ[str]) -> bytes | None:
@@ -272,23 +283,24 @@ def _answer(
     stdout: TextIO,
     *,
     starting: bool,
-) -> None:
-    """Ask the worker what to inject; print it, or nothing once the deadline has passed."""
+) -> str | None:
+    """Ask the worker what to inject; print it, or nothing once the deadline has passed. None when
+    the worker answered (with memory or with nothing to say); else why it did not."""
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0.005:
-            return
+            return degraded.WORKER_STARTING if starting else degraded.WORKER_SLOW
         answer = runtime.request(paths, {"op": "answer", "seq": seq, "deadline": remaining}, remaining)
         if answer is not None:
             text = answer.get("stdout")
             if isinstance(text, str) and text and time.monotonic() < deadline:
                 stdout.write(text if text.endswith("\n") else text + "\n")
-            return
+            return None
         alive = runtime.worker_pid(paths) is not None
         if alive and os.path.exists(paths.socket):
-            return  # the worker is up but did not answer in time
+            return degraded.WORKER_SLOW  # the worker is up but did not answer in time
         if not alive and not starting:
-            return  # no worker, and none coming: nobody will answer
+            return degraded.WORKER_STOPPED  # no worker, and none coming: nobody will answer
         time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))  # a starting worker: try again
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
-from . import runtime
+from . import degraded, runtime
 from .connections import Connections, connection_key
 from .contrib import CaptureContext, CaptureHandler, ContextProvider
 from .errors import ConfigError, GraphUnavailable, MkgError, PayloadError
@@ -362,9 +362,10 @@ class Worker:
             graph = self.graph_for(prepared.settings)
         except GraphUnavailable as exc:
             log.warning("cannot answer event %s: %s", row.event_id, exc)
-            return ""
+            return self._degraded(prepared)
         context = self.context_for(prepared, graph)
         texts = []
+        database_down = False
         for provider in matching:
             if time.monotonic() >= deadline:
                 log.warning("answer for %s ran out of time before provider %r", row.event_id, provider.name)
@@ -373,10 +374,20 @@ class Worker:
                 text = provider.provide(event, context)
             except Exception as exc:
                 log.warning("context provider %r failed on %s: %s", provider.name, event.event, exc)
+                database_down = database_down or isinstance(exc, GraphUnavailable)
                 continue
             if text and text.strip():
                 texts.append(text.strip())
+        if database_down and not texts:
+            return self._degraded(prepared)
         return prepared.adapter.render_injection(event, "\n\n".join(texts))
+
+    def _degraded(self, prepared: Prepared) -> str:
+        """A session starting while its database is down is told so, once (see :mod:`.degraded`)."""
+        event = prepared.event
+        if event.event != "SessionStart" or not degraded.first_time(self.paths.root, event.session_id):
+            return ""
+        return prepared.adapter.render_injection(event, degraded.notice(degraded.DATABASE_DOWN))
 
     def serve_mcp(self, sock: Any, hello: dict[str, Any]) -> None:
         """One MCP session for a ``meta-knowledge-graph`` proxy, until it goes away."""

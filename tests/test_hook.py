@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mkg_core import hook, runtime
+from mkg_core import degraded, hook, runtime
 from mkg_core.payload import FIELD_LIMIT
 from mkg_core.spool import Spool
 from mkg_core.testing import BIN_DIR, CaptureRig
@@ -100,7 +100,8 @@ def test_without_a_worker_or_autostart_nothing_waits(capture: CaptureRig) -> Non
         _payload(CLAUDE, "SessionStart"),
         env={"MKG_HOOK_DEADLINE_SESSION_START": "20"},
     )
-    assert (result.returncode, result.stdout) == (0, b"")
+    assert result.returncode == 0
+    assert degraded.WORKER_STOPPED in json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     assert time.monotonic() - started < 10  # did not sit out the 20 s deadline
 
 

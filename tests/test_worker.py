@@ -12,7 +12,7 @@ from pathlib import Path
 
 from secret_corpus import SECRETS
 
-from mkg_core import hook, runtime
+from mkg_core import degraded, hook, runtime
 from mkg_core.graph import Graph
 from mkg_core.testing import BIN_DIR, CaptureRig, Neo4jServer
 
@@ -170,12 +170,19 @@ def test_events_wait_in_the_spool_while_neo4j_is_down(
         capture.wait_for(reported, 60, "the worker to report the outage")
         assert status["worker"]["running"] and status["spool"]["pending"] == 8
         assert capture.counts()["pending"] == 8
+        # A session starting now is told its memory is unavailable, once, instead of silence.
+        start = _payload(CLAUDE, "SessionStart", session_id="outage-new")
+        said = json.loads(capture.hook("claude", "SessionStart", start).stdout)["hookSpecificOutput"]
+        assert said["hookEventName"] == "SessionStart"
+        assert said["additionalContext"] == degraded.notice(degraded.DATABASE_DOWN)
+        assert capture.hook("claude", "SessionStart", start).stdout == b""
     finally:
         neo4j_server.start()
     capture.wait_drained(timeout=120)
     chain = _chain(graph, sid)
     assert chain == _spool_order(capture, sid)
     assert len(chain) == 9 == len(set(chain))
+    assert len(_chain(graph, "outage-new")) == 2
     after = json.loads(capture.mkg("status", "--json").stdout)  # recovered: no stale error
     assert after["last_error"] is None and "Last error" not in capture.mkg("status").stdout
 
@@ -379,3 +386,21 @@ def test_doctor_reports_waiting_and_failed_events(capture: CaptureRig) -> None:
     checks = [c for c in json.loads(capture.mkg("doctor", "--json").stdout) if c["name"] == "capture"]
     assert [c["status"] for c in checks] == ["ok", "warn"]
     assert "1 event(s) could not be stored" in checks[1]["detail"] and "broken" in checks[1]["detail"]
+
+
+def test_a_session_starting_without_a_worker_is_told_its_memory_is_unavailable(capture: CaptureRig) -> None:
+    # No worker runs and hooks do not start one (the rig's MKG_WORKER_AUTOSTART=0).
+    first, other = (_payload(CLAUDE, "SessionStart", session_id=sid) for sid in ("alone-1", "alone-2"))
+    result = capture.hook("claude", "SessionStart", first)
+    assert result.returncode == 0 and result.stderr == b""
+    said = json.loads(result.stdout)["hookSpecificOutput"]
+    assert said == {
+        "hookEventName": "SessionStart",
+        "additionalContext": degraded.notice(degraded.WORKER_STOPPED),
+    }
+    assert "`mkg worker start`" in said["additionalContext"]
+    assert capture.hook("claude", "SessionStart", first).stdout == b""  # once per session
+    prompt = _payload(CLAUDE, "UserPromptSubmit", session_id="alone-1")
+    assert capture.hook("claude", "UserPromptSubmit", prompt).stdout == b""  # said at the start only
+    assert json.loads(capture.hook("claude", "SessionStart", other).stdout)["hookSpecificOutput"] == said
+    assert capture.counts()["pending"] == 4  # every event was still captured
