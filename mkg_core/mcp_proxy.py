@@ -108,6 +108,7 @@ class Proxy:
             self.wait = WORKER_WAIT_SECONDS
         self.cache = load_cache(paths, self.key)
         self.out_lock = threading.Lock()
+        self.saving = threading.Lock()  # held while kept answers are written
         self.state = threading.Condition()
         self.upstream: socket.socket | None = None
         self.ready = False  # the worker's session is initialized
@@ -146,6 +147,8 @@ class Proxy:
                 self.closed = True
                 self.state.notify_all()
             self._disconnect()
+            with self.saving:  # answers being kept are written whole before the process ends
+                pass
 
     def _finish_pending(self) -> None:
         """The client closed its side: let the requests it already sent be answered first."""
@@ -426,11 +429,12 @@ class Proxy:
         cache[kind] = {**(cache.get(kind) or {}), str(version): result}
         if self.versions:
             cache["protocol_versions"] = self.versions
-        self.cache = cache
-        try:
-            save_cache(self.paths, self.key, cache)
-        except OSError:
-            pass
+        with self.saving:  # the client may be answered from self.cache and leave at once
+            self.cache = cache
+            try:
+                save_cache(self.paths, self.key, cache)
+            except OSError:
+                pass
 
     def _worker_gone(self, sock: socket.socket) -> None:
         with self.state:
