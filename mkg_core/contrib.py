@@ -206,7 +206,7 @@ class Seeder:
 class CaptureContext:
     """What a capture handler or context provider gets besides the event.
 
-    ``settings`` are those of the event's project (its ``.env`` may differ from the worker's);
+    ``settings`` are those of the event's project (its ``.mkg.env`` may differ from the worker's);
     ``graph`` is the connection they name.
     """
 

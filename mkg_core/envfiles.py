@@ -4,9 +4,12 @@ One resolution for the hook, the worker, the MCP server and the CLI. The first e
 wins, and only that one is read:
 
 1. ``$MKG_ENV_FILE``
-2. ``<project root>/.env`` (a repository checkout or the demo)
+2. ``<project root>/.mkg.env``: a project opts in to settings of its own with this file
 3. ``<config dir>/.env``, where the config dir is ``$MKG_CONFIG_DIR``, else
    ``$XDG_CONFIG_HOME/meta-knowledge-graph``, else ``~/.config/meta-knowledge-graph``.
+
+A project's own ``.env`` is never read: it belongs to the project's application, and its
+``NEO4J_URI`` or ``OPENAI_API_KEY`` would quietly send MKG's memory and LLM spend there.
 
 Precedence of values: explicit arguments (CLI flags) > the process environment > that file >
 built-in defaults.
@@ -25,6 +28,7 @@ __all__ = [
     "data_dir",
     "env_file_candidates",
     "format_env_line",
+    "ignored_project_env",
     "parse_env_file",
     "parse_env_text",
     "resolve_env_file",
@@ -33,6 +37,8 @@ __all__ = [
 ]
 
 APP_DIR_NAME = runtime.APP_DIR_NAME
+#: The file in a project's root that holds MKG's settings for that project.
+PROJECT_ENV_FILE = ".mkg.env"
 
 
 def config_dir(environ: Mapping[str, str]) -> Path:
@@ -64,7 +70,7 @@ def env_file_candidates(
     if explicit:
         candidates.append(("MKG_ENV_FILE", Path(explicit).expanduser()))
     if project_root:
-        candidates.append(("project", Path(project_root) / ".env"))
+        candidates.append(("project", Path(project_root) / PROJECT_ENV_FILE))
     candidates.append(("user", user_env_file(environ)))
     return candidates
 
@@ -75,6 +81,12 @@ def resolve_env_file(environ: Mapping[str, str], project_root: str | os.PathLike
         if path.is_file():
             return path
     return None
+
+
+def ignored_project_env(project_root: str | os.PathLike[str] | None) -> Path | None:
+    """The project's own ``.env`` when there is one: MKG does not read it (see the module)."""
+    path = Path(project_root) / ".env" if project_root else None
+    return path if path is not None and path.is_file() else None
 
 
 def parse_env_file(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -30,7 +30,11 @@ def fingerprint(environ: Mapping[str, str], cwd: str) -> str:
     parts = [f"{k}={v}" for k, v in sorted(environ.items()) if k not in _VOLATILE]
     parts.append(f"cwd={cwd}")
     config = runtime.app_dir(environ, "MKG_CONFIG_DIR", "XDG_CONFIG_HOME", ".config")
-    candidates = [environ.get("MKG_ENV_FILE") or "", os.path.join(cwd, ".env"), os.path.join(config, ".env")]
+    candidates = [
+        environ.get("MKG_ENV_FILE") or "",
+        os.path.join(cwd, ".mkg.env"),
+        os.path.join(config, ".env"),
+    ]
     for path in candidates:
         try:
             info = os.stat(path)

@@ -3,7 +3,7 @@
 A row holds the raw payload a hook saw, the identity hints of the hook's environment and its
 folder. :class:`EventResolver` parses the payload with the harness's adapter, resolves the project
 and the user from that event's own hints (never from whichever hook started the worker), and loads
-the settings of that project (its ``.env`` may pin identity, or point at another Neo4j).
+the settings of that project (its ``.mkg.env`` may pin identity, or point at another Neo4j).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class EventResolver:
         folder = cwd if isinstance(cwd, str) and cwd else None
         project, user = self._identity(payload, env, folder, client)
         settings = self._settings_for(project.root, hints)
-        # MKG_PROJECT_ID / MKG_USER_ID set in a .env file pin identity too.
+        # MKG_PROJECT_ID / MKG_USER_ID set in a settings file pin identity too.
         pins = {
             name: value
             for name, value in (("MKG_PROJECT_ID", settings.project_id), ("MKG_USER_ID", settings.user_id))

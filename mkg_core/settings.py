@@ -114,6 +114,7 @@ class Settings(BaseSettings):
     client: str | None = Field(None, validation_alias="MKG_CLIENT")
 
     _env_file: Path | None = PrivateAttr(default=None)
+    _ignored_env_file: Path | None = PrivateAttr(default=None)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
     _variables: dict[str, str] = PrivateAttr(default_factory=dict)
     _variable_sources: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -140,6 +141,22 @@ class Settings(BaseSettings):
     def env_file(self) -> Path | None:
         """The ``.env`` file that was read, if any."""
         return self._env_file
+
+    @property
+    def ignored_env_file(self) -> Path | None:
+        """The project's own ``.env``, when there is one: never read (it is the application's; a
+        project's settings for MKG go in ``.mkg.env``)."""
+        return self._ignored_env_file
+
+    def ignored_variables(self, declared: Iterable[Setting] = ()) -> list[str]:
+        """The variables MKG knows (its own, and ``declared`` by plugins) that the ignored project
+        ``.env`` sets: what it would have changed had it been read."""
+        if self._ignored_env_file is None:
+            return []
+        known = {env_name(info, name) for name, info in type(self).model_fields.items()}
+        known.update(setting.variable.upper() for setting in declared)
+        values = envfiles.parse_env_file(self._ignored_env_file)
+        return sorted(key for key, value in values.items() if key.upper() in known and value.strip())
 
     def source_of(self, name: str) -> str:
         """Where a field's value came from: ``argument``, ``environment``, the file path, or ``default``."""
@@ -221,6 +238,7 @@ class _Layers:
     environ: Mapping[str, str]
     file_values: Mapping[str, str] = field(default_factory=dict)
     env_file: Path | None = None
+    ignored_env_file: Path | None = None
 
     @classmethod
     def for_process(cls) -> _Layers:
@@ -263,7 +281,10 @@ def _resolve_layers(environ: Mapping[str, str], project_root: str | os.PathLike[
         project_root = environ.get("MKG_PROJECT_ROOT") or git_root(cwd) or cwd
     env_file = envfiles.resolve_env_file(environ, project_root)
     file_values = envfiles.parse_env_file(env_file) if env_file else {}
-    return _Layers(environ=dict(environ), file_values=file_values, env_file=env_file)
+    ignored = envfiles.ignored_project_env(project_root)
+    return _Layers(
+        environ=dict(environ), file_values=file_values, env_file=env_file, ignored_env_file=ignored
+    )
 
 
 @contextmanager
@@ -294,6 +315,7 @@ def load_settings(
     except ValidationError as exc:
         raise ConfigError(_explain(exc, layers)) from None
     settings._env_file = layers.env_file
+    settings._ignored_env_file = layers.ignored_env_file
     settings._sources = _sources(explicit, layers)
     settings._variables = {key.upper(): value for key, value in layers.file_values.items()}
     settings._variables.update({key.upper(): value for key, value in layers.environ.items()})

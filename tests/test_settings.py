@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from mkg_core import envfiles
 from mkg_core.errors import ConfigError
 from mkg_core.settings import Settings, env_name, load_settings
+from mkg_core.testing import BIN_DIR
 
 #: Every variable the product documents, with its default.
 DOCUMENTED_DEFAULTS = {
@@ -70,7 +73,7 @@ def test_resolution_order(tmp_path: Path) -> None:
     project = tmp_path / "project"
     config = tmp_path / "config"
     explicit = _write(tmp_path / "explicit.env", "NEO4J_DATABASE=explicit\n")
-    _write(project / ".env", "NEO4J_DATABASE=project\n")
+    _write(project / ".mkg.env", "NEO4J_DATABASE=project\n")
     _write(config / ".env", "NEO4J_DATABASE=user\n")
     env = {"MKG_CONFIG_DIR": str(config)}
 
@@ -81,11 +84,11 @@ def test_resolution_order(tmp_path: Path) -> None:
     assert load_settings(environ=env, project_root=project).neo4j_database == "project"
     assert load_settings(environ=env, project_root=tmp_path / "elsewhere").neo4j_database == "user"
     loaded = load_settings(environ=env, project_root=project)
-    assert loaded.env_file == project / ".env"
+    assert loaded.env_file == project / ".mkg.env"
 
 
 def test_only_the_first_file_is_read(tmp_path: Path) -> None:
-    _write(tmp_path / "p" / ".env", "NEO4J_DATABASE=project\n")
+    _write(tmp_path / "p" / ".mkg.env", "NEO4J_DATABASE=project\n")
     _write(tmp_path / "c" / ".env", "NEO4J_USERNAME=from-user-file\n")
     settings = load_settings(environ={"MKG_CONFIG_DIR": str(tmp_path / "c")}, project_root=tmp_path / "p")
     assert settings.neo4j_username == "neo4j"
@@ -109,7 +112,9 @@ def test_config_dir(tmp_path: Path, environ: dict[str, str], expected: str) -> N
 
 
 def test_precedence_argument_then_environment_then_file_then_default(tmp_path: Path) -> None:
-    _write(tmp_path / ".env", "NEO4J_URI=bolt://file:1\nNEO4J_USERNAME=file-user\nNEO4J_DATABASE=filedb\n")
+    _write(
+        tmp_path / ".mkg.env", "NEO4J_URI=bolt://file:1\nNEO4J_USERNAME=file-user\nNEO4J_DATABASE=filedb\n"
+    )
     environ = {"NEO4J_URI": "bolt://env:2", "NEO4J_USERNAME": "env-user"}
     settings = load_settings(environ=environ, project_root=tmp_path, neo4j_uri="bolt://arg:3")
     assert settings.neo4j_uri == "bolt://arg:3"
@@ -118,11 +123,11 @@ def test_precedence_argument_then_environment_then_file_then_default(tmp_path: P
     assert settings.neo4j_transport == "stdio"
     assert [
         settings.source_of(n) for n in ("neo4j_uri", "neo4j_username", "neo4j_database", "neo4j_transport")
-    ] == ["argument", "environment", str(tmp_path / ".env"), "default"]
+    ] == ["argument", "environment", str(tmp_path / ".mkg.env"), "default"]
 
 
 def test_a_plugins_own_variables_resolve_like_mkgs(tmp_path: Path) -> None:
-    _write(tmp_path / ".env", "ACME_API_KEY=from-file\nACME_REGION=eu\nACME_BLANK=\n")
+    _write(tmp_path / ".mkg.env", "ACME_API_KEY=from-file\nACME_REGION=eu\nACME_BLANK=\n")
     settings = load_settings(environ={"ACME_API_KEY": "from-env", "acme_mode": "fast"}, project_root=tmp_path)
     assert settings.get("ACME_API_KEY") == "from-env"  # the environment wins over the file
     assert settings.get("ACME_REGION") == "eu"
@@ -142,15 +147,15 @@ def test_process_environment_takes_effect(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_blank_values_count_as_unset(tmp_path: Path) -> None:
-    _write(tmp_path / ".env", "OPENAI_API_KEY=\nNEO4J_URI=bolt://file:1\n")
+    _write(tmp_path / ".mkg.env", "OPENAI_API_KEY=\nNEO4J_URI=bolt://file:1\n")
     settings = load_settings(environ={"NEO4J_URI": "  "}, project_root=tmp_path)
     assert settings.openai_api_key is None
     assert settings.neo4j_uri == "bolt://file:1"
 
 
 def test_invalid_value_names_the_variable_and_where_it_came_from(tmp_path: Path) -> None:
-    _write(tmp_path / ".env", "EMBEDDING_DIMENSIONS=lots\n")
-    with pytest.raises(ConfigError, match=rf"EMBEDDING_DIMENSIONS \(from {tmp_path / '.env'}\)"):
+    _write(tmp_path / ".mkg.env", "EMBEDDING_DIMENSIONS=lots\n")
+    with pytest.raises(ConfigError, match=rf"EMBEDDING_DIMENSIONS \(from {tmp_path / '.mkg.env'}\)"):
         load_settings(environ={}, project_root=tmp_path)
     with pytest.raises(ConfigError, match=r"MKG_LLM_BACKEND \(from the environment\)"):
         load_settings(environ={"MKG_LLM_BACKEND": "magic"}, project_root=tmp_path)
@@ -203,7 +208,7 @@ def test_llm_model_resolution(
 def test_cwd_project_env_file_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
-    _write(repo / ".env", "NEO4J_DATABASE=repo\n")
+    _write(repo / ".mkg.env", "NEO4J_DATABASE=repo\n")
     (repo / "src").mkdir()
     monkeypatch.chdir(repo / "src")
     assert load_settings(environ=dict(os.environ)).neo4j_database == "repo"
@@ -215,3 +220,42 @@ def test_every_setting_is_documented() -> None:
     for name, info in Settings.model_fields.items():
         variable = env_name(info, name)
         assert f"| `{variable}` |" in docs, f"document {variable} in docs/configuration.md"
+
+
+def test_a_projects_own_env_never_redirects_memory(tmp_path: Path) -> None:
+    # The application's .env in the working repository names its own database and keys.
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    _write(repo / ".env", "NEO4J_URI=bolt://127.0.0.1:1\nOPENAI_API_KEY=sk-app-owned-key\nAPP_PORT=8080\n")
+    config = _write(tmp_path / "config" / ".env", "NEO4J_URI=bolt://127.0.0.1:9\n")
+    config.chmod(0o600)
+    env = {**os.environ, "MKG_CONFIG_DIR": str(config.parent)}
+    for key in ("NEO4J_URI", "OPENAI_API_KEY", "MKG_ENV_FILE"):
+        env.pop(key, None)
+    settings = load_settings(environ=env, project_root=repo)
+    assert settings.neo4j_uri == "bolt://127.0.0.1:9" and settings.openai_api_key is None
+    assert settings.source_of("neo4j_uri") == str(config)
+    assert settings.ignored_env_file == repo / ".env"
+    assert settings.ignored_variables() == ["NEO4J_URI", "OPENAI_API_KEY"]  # not the app's own APP_PORT
+
+    def mkg(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN_DIR / "mkg"), *args], env=env, cwd=repo, capture_output=True, text=True
+        )
+
+    shown = json.loads(mkg("config", "--json").stdout)
+    assert shown["env_file"] == str(config) and shown["ignored_env_file"] == str(repo / ".env")
+    assert shown["ignored_variables"] == ["NEO4J_URI", "OPENAI_API_KEY"]
+    uri = next(row for row in shown["settings"] if row["variable"] == "NEO4J_URI")
+    assert uri == {"variable": "NEO4J_URI", "value": "bolt://127.0.0.1:9", "source": str(config)}
+    text = mkg("config").stdout
+    assert f"not read: {repo / '.env'} (it sets NEO4J_URI, OPENAI_API_KEY)" in text
+    doctor = mkg("doctor", "--json")
+    checks = json.loads(doctor.stdout)
+    (warning,) = [c for c in checks if c["name"] == "config" and c["status"] == "warn"]
+    assert "it sets NEO4J_URI, OPENAI_API_KEY" in warning["detail"]
+    assert str(repo / ".mkg.env") in warning["fix"]
+
+    # The project opts in with a .mkg.env of its own.
+    _write(repo / ".mkg.env", "NEO4J_DATABASE=repo\n")
+    assert load_settings(environ=env, project_root=repo).neo4j_database == "repo"

@@ -15,6 +15,7 @@ from ..identity import resolve_project, resolve_user
 from ..plugins import describe_plugins
 from ..schema import apply_schema
 from . import App, guarded, pass_app, print_json
+from .doctor import ignored_env_note, project_env_fix
 
 
 def register_core_commands(cli: click.Group) -> None:
@@ -68,18 +69,22 @@ def plugins_command(app: App) -> None:
 @pass_app
 def config_command(app: App, as_json: bool) -> None:
     """Show every setting (and those installed plugins declare), where its value came from, and
-    which .env file was read.
+    which settings file was read (and a project .env that was not).
 
     Secrets are masked.
     """
 
     def run() -> None:
         settings = app.settings()
-        rows = settings.describe(app.host.declared_settings())
+        declared = app.host.declared_settings()
+        rows = settings.describe(declared)
+        ignored = settings.ignored_env_file
         if as_json:
             print_json(
                 {
                     "env_file": str(settings.env_file) if settings.env_file else None,
+                    "ignored_env_file": str(ignored) if ignored else None,
+                    "ignored_variables": settings.ignored_variables(declared),
                     "settings": [{"variable": v, "value": val, "source": s} for v, val, s in rows],
                 }
             )
@@ -89,7 +94,10 @@ def config_command(app: App, as_json: bool) -> None:
             table.add_row(*row)
         console = Console()
         console.print(table)
-        console.print(f".env file read: {settings.env_file or 'none'}")
+        click.echo(f"settings file read: {settings.env_file or 'none'}")  # whole paths, never wrapped
+        if ignored is not None:
+            note = ignored_env_note(ignored, settings.ignored_variables(declared))
+            click.echo(f"{note}; {project_env_fix(ignored)}")
 
     guarded(run)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.util
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -20,6 +22,7 @@ from ..schema import vector_dimension_mismatches
 from ..settings import Settings
 
 if TYPE_CHECKING:
+    from ..contrib import Setting
     from ..host import PluginHost
     from . import App
 
@@ -35,7 +38,26 @@ class Check:
     fix: str = ""
 
 
-def check_config(settings: Settings) -> list[Check]:
+def ignored_env_note(path: Path, variables: list[str]) -> str:
+    """What ``mkg config`` and ``mkg doctor`` say of a project's own ``.env`` (never read)."""
+    sets = f" (it sets {', '.join(variables)})" if variables else ""
+    return f"not read: {path}{sets}; a project's own .env belongs to its application"
+
+
+def project_env_fix(path: Path) -> str:
+    return f"settings meant for MKG in this project go in {path.with_name('.mkg.env')}"
+
+
+def check_config(settings: Settings, declared: Iterable[Setting] = ()) -> list[Check]:
+    checks = _check_env_file(settings)
+    ignored = settings.ignored_env_file
+    variables = settings.ignored_variables(declared)
+    if ignored is not None and variables:  # an .env with nothing MKG reads is no one's concern
+        checks.append(Check("config", "warn", ignored_env_note(ignored, variables), project_env_fix(ignored)))
+    return checks
+
+
+def _check_env_file(settings: Settings) -> list[Check]:
     env_file = settings.env_file
     if env_file is None:
         return [
@@ -266,7 +288,11 @@ def check_capture() -> list[Check]:
 
 
 def run_checks(host: PluginHost, settings: Settings) -> list[Check]:
-    checks = check_config(settings)
+    try:
+        declared = host.declared_settings()
+    except Exception:  # a broken plugin: check_plugins says so
+        declared = []
+    checks = check_config(settings, declared)
     checks += check_plugins(host, settings)
     checks += check_graph(host, settings)
     checks += check_capture()
