@@ -61,8 +61,8 @@ class HarnessAdapter:
     # -- what MKG asks of a harness (neutral defaults) -------------------------------------------
 
     def tool_key(self, tool_name: str | None) -> str | None:
-        """The harness-independent key of a tool name (``mcp__mkg__neo4j_read_cypher`` ->
-        ``neo4j_read_cypher``); the default knows the ``mcp__<server>__<tool>`` spellings."""
+        """The harness-independent key of a tool name (``mcp__meta-knowledge-graph__neo4j_read_cypher``
+        -> ``neo4j_read_cypher``); the default knows the ``mcp__<server>__<tool>`` spellings."""
         return tool_key(tool_name)
 
     def tool_kind(self, tool_name: str) -> str | None:

@@ -44,6 +44,7 @@ __all__ = [
     "hooks_config",
     "marketplace_manifest",
     "mcp_config",
+    "mcp_server",
     "package_files",
     "pinned_env",
     "plugin_manifest",
@@ -56,7 +57,9 @@ __all__ = [
 
 PLUGIN_NAME = "meta-knowledge-graph"
 MARKETPLACE_NAME = "mkg"
-MCP_SERVER_NAME = "mkg"
+#: The MCP server's name in every harness: its tools are ``mcp__meta-knowledge-graph__<tool>``
+#: (Claude Code, Codex) or ``mcp_meta-knowledge-graph_<tool>`` (Gemini CLI).
+MCP_SERVER_NAME = "meta-knowledge-graph"
 PLUGIN_REF = f"{PLUGIN_NAME}@{MARKETPLACE_NAME}"
 DESCRIPTION = "Graph memory for coding agents: captures every session, recalls what matters (MKG)"
 #: Where MKG finds its settings and state. A harness may start hooks and MCP servers with an
@@ -165,8 +168,18 @@ def mcp_config(
     extra: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """``.mcp.json``: the MKG MCP server over stdio (``extra``: harness-specific keys)."""
+    return {"mcpServers": {MCP_SERVER_NAME: mcp_server(server, client, pinned, extra)}}
+
+
+def mcp_server(
+    server: str,
+    client: str,
+    pinned: Mapping[str, str] | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> dict[str, object]:
+    """The MKG MCP server's entry (command, arguments, environment) in a harness's configuration."""
     env = {**(pinned or {}), "MKG_CLIENT": client}
-    return {"mcpServers": {MCP_SERVER_NAME: {"command": server, "args": [], "env": env, **(extra or {})}}}
+    return {"command": server, "args": [], "env": env, **(extra or {})}
 
 
 def plugin_manifest() -> dict[str, object]:
@@ -249,8 +262,10 @@ def plugin_payload(
     mcp_extra: Mapping[str, object] | None = None,
     hook: str | None = None,
     server: str | None = None,
+    with_mcp: bool = True,
 ) -> Payload:
-    """The marketplace with the one MKG plugin in it, for ``client``."""
+    """The marketplace with the one MKG plugin in it, for ``client``; ``with_mcp=False`` leaves
+    the MCP server out (a harness that registers it on its own)."""
     payload = Payload()
     payload.add_json(".claude-plugin/marketplace.json", marketplace_manifest())
     base = f"{PLUGIN_NAME}/"
@@ -258,10 +273,11 @@ def plugin_payload(
     pinned = pinned_env()
     hook = hook or executable("mkg-hook")
     payload.add_json(base + "hooks/hooks.json", hooks_config(hook, client, events, matchers, hook_env()))
-    payload.add_json(
-        base + ".mcp.json",
-        mcp_config(server or executable("meta-knowledge-graph"), client, pinned, mcp_extra),
-    )
+    if with_mcp:
+        payload.add_json(
+            base + ".mcp.json",
+            mcp_config(server or executable("meta-knowledge-graph"), client, pinned, mcp_extra),
+        )
     for relative, text in extra.items():
         payload.files[base + relative] = text
     return payload

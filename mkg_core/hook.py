@@ -268,7 +268,7 @@ def _spool(
 
 def _answers_for(paths: runtime.Paths, tool_name: object) -> bool:
     """Whether the worker answers results of this tool (it lists the query tools it knows), however
-    the harness spells an MCP tool (``mcp__mkg__x``, ``mcp_mkg_x``)."""
+    the harness spells an MCP tool (``mcp__meta-knowledge-graph__x``, ``mcp_meta-knowledge-graph_x``)."""
     key = tool_key(tool_name) if isinstance(tool_name, str) else None
     if key is None:
         return False

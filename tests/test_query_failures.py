@@ -32,8 +32,10 @@ QUERY_PROBE = {
     "MKG_USER_ID": USER,
     "MKG_EXTRACTION": "0",  # these tests look at query failures alone
 }
-CLAUDE_CYPHER = "mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher"
-CODEX_CYPHER = "mcp__mkg__neo4j_read_cypher"
+CLAUDE_CYPHER = "mcp__meta-knowledge-graph__neo4j_read_cypher"
+CODEX_CYPHER = "mcp__meta_knowledge_graph__neo4j_read_cypher"
+#: How an older install (the server inside the plugin, called ``mkg``) spelled it.
+OLD_CLAUDE_CYPHER = "mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher"
 CONSOLIDATE = "library of known query-failure patterns"
 
 # -- the classification table: one case per class ------------------------------------------------------
@@ -239,6 +241,18 @@ def test_failures_are_captured_from_both_harnesses_and_successes_ignored(
     ]
     rig.drain()  # seeing the same events again changes nothing
     assert graph.read("MATCH (q:QueryExecution) RETURN count(q) AS n") == [{"n": 3}]
+
+    # A session of an older install spells the tool the old way: the same tool.
+    _hook(
+        rig,
+        "claude",
+        _claude_failure("c2", "MATCH (a) RETRUN a", "Invalid input 'RETRUN'", OLD_CLAUDE_CYPHER),
+    )
+    rig.drain()
+    old = graph.read(
+        "MATCH (:Session {session_id: 'c2'})-[:HAS_QUERY_EXECUTION]->(q) RETURN q.tool_key AS tool"
+    )
+    assert old == [{"tool": "neo4j_read_cypher"}]
 
 
 def _pattern_answer(body: dict[str, Any]) -> dict[str, Any]:

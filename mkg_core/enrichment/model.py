@@ -117,8 +117,8 @@ def tool_kind(name: str, adapter: HarnessAdapter | None = None) -> str:
 
 def tool_namespace(name: str, key: str | None = None) -> str | None:
     """The MCP server a tool belongs to, from the part of its name before its key
-    (``mcp__mkg__x``, ``mcp__plugin_<plugin>_mkg__x``, ``mcp_mkg_x`` -> ``mkg``); None for built-in
-    tools."""
+    (``mcp__meta-knowledge-graph__x``, ``mcp_meta-knowledge-graph_x`` -> ``meta-knowledge-graph``;
+    ``mcp__plugin_<plugin>_mkg__x`` -> ``mkg``); None for built-in tools."""
     key = key or key_of(name)
     prefix = name[: len(name) - len(key)].strip("_") if key and key != name and name.endswith(key) else ""
     if not prefix.lower().startswith("mcp"):

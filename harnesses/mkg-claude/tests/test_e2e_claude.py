@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 
 CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 PROJECT = "e2e-claude"
-ADD_LEARNING = "mcp__plugin_meta-knowledge-graph_mkg__project_add_learning"
+ADD_LEARNING = "mcp__meta-knowledge-graph__project_add_learning"
 SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
 SAVE_SAID = "I will keep the deploy day in project memory."

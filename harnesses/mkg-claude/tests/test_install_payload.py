@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -41,10 +42,16 @@ def test_install_writes_a_complete_plugin_and_says_what_to_run_without_the_cli(t
     hook = str(BIN_DIR / "mkg-hook")
     assert command.endswith(f"{hook} --client claude Stop") and "MKG_STATE_DIR=" in command  # pinned
     assert hooks["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
-    server = json.loads((plugin / ".mcp.json").read_text())["mcpServers"]["mkg"]
-    assert (
-        server["command"] == str(BIN_DIR / "meta-knowledge-graph") and server["env"]["MKG_CLIENT"] == "claude"
-    )
+    # The MCP server is registered on its own (a plugin's server would get tool names past 64
+    # characters), in the plugin's scope; an older install's server inside the plugin is gone.
+    assert not (plugin / ".mcp.json").exists()
+    (added,) = [line for line in result.stdout.splitlines() if line.startswith("$ claude mcp add-json")]
+    argv = shlex.split(added[2:])
+    assert argv[:5] == ["claude", "mcp", "add-json", "--scope", "user"] and argv[5] == "meta-knowledge-graph"
+    server = json.loads(argv[6])
+    assert server["type"] == "stdio" and server["command"] == str(BIN_DIR / "meta-knowledge-graph")
+    assert server["env"]["MKG_CLIENT"] == "claude" and "MKG_STATE_DIR" in server["env"]
+    assert "$ claude mcp remove --scope user meta-knowledge-graph" in result.stdout  # replaced, not doubled
     commands = sorted(p.name for p in (plugin / "commands").iterdir())
     assert commands == ["mkg-orchestrate.md", "mkg-review.md", "mkg-start.md", "sales-agent-demo.md"]
     agent = (plugin / "agents" / "mkg-recall.md").read_text()

@@ -2,10 +2,11 @@
 
 Install writes a local marketplace (``<data dir>/codex-marketplace``) holding the plugin: hooks
 running the installed ``mkg-hook --client codex EVENT`` by absolute path, ``.mcp.json`` starting
-``meta-knowledge-graph`` (Codex offers its tools as the ``mcp__mkg`` namespace) and skills matching
-the Claude Code commands. Then it runs ``codex plugin marketplace add`` and ``codex plugin add``,
-and records trust for the plugin's hooks the way Codex does (``[hooks.state]`` entries with the
-hooks' current hashes in ``config.toml``); Codex skips untrusted hooks silently.
+``meta-knowledge-graph`` (Codex offers its tools as the ``mcp__meta_knowledge_graph`` namespace) and
+skills matching the Claude Code commands. Then it runs ``codex plugin marketplace add`` and
+``codex plugin add``, and records trust for the plugin's hooks the way Codex does
+(``[hooks.state]`` entries with the hooks' current hashes in ``config.toml``); Codex skips
+untrusted hooks silently.
 
 Codex has no PostToolUseFailure (a failed MCP call is a PostToolUse with ``isError``) and caps a
 SessionEnd hook at 3 s; MKG's hook only appends to the local spool there, and the work it starts
@@ -236,7 +237,7 @@ def install_command(dry_run: bool) -> None:
 
 
 def mcp_config_toml() -> str:
-    """The ``[mcp_servers.mkg]`` table of ``config.toml`` that starts MKG's MCP server."""
+    """The ``[mcp_servers.meta-knowledge-graph]`` table of ``config.toml`` that starts MKG's MCP server."""
     env = {**pinned_env(), "MKG_CLIENT": CLIENT}
     pairs = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
     command = json.dumps(executable("meta-knowledge-graph"))

@@ -26,8 +26,9 @@ SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
 SAVE_SAID = "I will keep the deploy day in project memory."
 READ_SAID = "Let me check the deploy notes first."
-#: What marks a model request, and MKG's tools in one (Codex offers them as a namespace).
-MODEL_REQUEST, TOOLS = '"input"', '"mcp__mkg"'
+#: What marks a model request, and MKG's tools in one (Codex offers them as a namespace, the
+#: server's name with its hyphens made underscores).
+MODEL_REQUEST, TOOLS = '"input"', '"mcp__meta_knowledge_graph"'
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"}
 
 

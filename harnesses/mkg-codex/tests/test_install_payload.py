@@ -39,7 +39,7 @@ def test_install_without_the_cli_writes_the_plugin_and_prints_the_commands(tmp_p
     toml = subprocess.run(
         [str(BIN_DIR / "mkg"), "codex", "mcp-config"], env=env, capture_output=True, text=True, timeout=120
     )
-    server = tomllib.loads(toml.stdout)["mcp_servers"]["mkg"]
+    server = tomllib.loads(toml.stdout)["mcp_servers"]["meta-knowledge-graph"]
     assert (
         server["command"] == str(BIN_DIR / "meta-knowledge-graph") and server["env"]["MKG_CLIENT"] == "codex"
     )

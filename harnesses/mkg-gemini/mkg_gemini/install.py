@@ -1,8 +1,8 @@
 """``mkg gemini install`` and ``mkg gemini uninstall``: MKG as a Gemini CLI extension, in one step.
 
 Install writes an extension folder (``<data dir>/gemini-extension/meta-knowledge-graph``):
-``gemini-extension.json`` starting ``meta-knowledge-graph`` as the MCP server ``mkg`` (the model
-sees its tools as ``mcp_mkg_<tool>``), and ``hooks/hooks.json`` running the installed
+``gemini-extension.json`` starting ``meta-knowledge-graph`` as the MCP server of that name (the
+model sees its tools as ``mcp_meta-knowledge-graph_<tool>``), and ``hooks/hooks.json`` running the installed
 ``mkg-hook --client gemini EVENT`` by absolute path for each Gemini event, with MKG's name for it
 as ``EVENT``. Then it runs
 ``gemini extensions link <folder> --consent`` from that folder (``--consent`` also trusts the
@@ -11,7 +11,8 @@ uninstall, and it never rewrites their ``settings.json``.
 
 Gemini CLI lets no extension allow its own tools: interactive sessions ask before each MKG tool call
 (until the user picks "always allow"), and headless runs (``gemini -p``) offer them only when the
-user allows them, with ``--allowed-tools mcp_mkg_<tool>`` or a rule in ``~/.gemini/policies/``.
+user allows them, with ``--allowed-tools mcp_meta-knowledge-graph_<tool>`` or a rule in
+``~/.gemini/policies/``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from mkg_core.testing.fakemodels import FakeGemini
 pytestmark = pytest.mark.e2e
 
 GEMINI_CLI = "@google/gemini-cli@0.61.0"
-ADD_LEARNING = "mcp_mkg_project_add_learning"
+ADD_LEARNING = "mcp_meta-knowledge-graph_project_add_learning"
 SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
 SAVE_SAID = "I will keep the deploy day in project memory."

@@ -31,7 +31,7 @@ def test_install_writes_the_extension_and_says_what_to_run_without_the_cli(tmp_p
 
     manifest = json.loads((root / "gemini-extension.json").read_text())
     assert manifest["name"] == "meta-knowledge-graph"
-    server = manifest["mcpServers"]["mkg"]
+    server = manifest["mcpServers"]["meta-knowledge-graph"]
     assert server["command"] == str(BIN_DIR / "meta-knowledge-graph")
     assert "trust" not in server  # an extension cannot trust itself
     assert server["env"]["MKG_CLIENT"] == "gemini" and server["env"]["MKG_STATE_DIR"] == str(tmp_path / "s")

@@ -82,7 +82,8 @@ class LookupCapture(CaptureHandler):
     events = frozenset({"PostToolUse"})
 
     def matches(self, event: HookEvent) -> bool:
-        # tool_key is the harness-independent tool name: "mcp__mkg__glossary_lookup" -> "glossary_lookup"
+        # tool_key is the harness-independent tool name:
+        # "mcp__meta-knowledge-graph__glossary_lookup" -> "glossary_lookup"
         return event.event == "PostToolUse" and event.tool_key == "glossary_lookup"
 
     def handle(self, event: HookEvent, context: CaptureContext) -> None:
