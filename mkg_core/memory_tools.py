@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .contrib import ToolContext, ToolGroup, ToolSpec
+from .contrib import CaptureContext, CaptureHandler, ToolContext, ToolGroup, ToolSpec
 from .embedding import embed_or_none
 from .enrichment import most_touched
 from .errors import MkgError
+from .events import tool_result
 from .graph_tools import read_cypher, schema_summary
 from .injection import neutralise
 from .learnings import (
@@ -30,6 +31,7 @@ from .review import QUEUE_SIZE, resolve, review_queue
 from .search import search_learnings
 
 if TYPE_CHECKING:
+    from .events import HookEvent
     from .identity import ProjectRef
 
 SOURCE = "agent-mcp"
@@ -39,6 +41,14 @@ MATCH (l:Learning {id: $id}) RETURN l.status AS status, l.support_count AS suppo
 ENSURE_OWNERS = """
 MERGE (p:Project {id: $id}) ON CREATE SET p.name = $name, p.created_at = $now, p.source = 'agent'
 MERGE (u:User {id: $user}) ON CREATE SET u.created_at = $now, u.source = 'agent'
+"""
+#: A learning an agent wrote through MCP comes from the session whose tool call wrote it (the MCP
+#: server cannot know the session; the harness's PostToolUse of the call does).
+LINK_TO_SESSION = """
+MATCH (l:Learning {id: $id})
+MATCH (s:Session {session_id: $session_id})
+MERGE (l)-[f:FROM_SESSION]->(s)
+  ON CREATE SET f.created_at = $now, f.via = 'mcp', f.event_id = $event_id
 """
 MAX_LIMIT = 50
 
@@ -269,3 +279,22 @@ def core_tool_groups() -> list[ToolGroup]:
 
 def _doc(fn: Any) -> str:
     return " ".join(str(fn.__doc__ or "").split())
+
+
+class LearningProvenance(CaptureHandler):
+    """Links a learning written with ``project_add_learning`` to the session that called it, from
+    the call's PostToolUse: its provenance, and what keeps it out of that session's recall."""
+
+    name = "mcp-learning-provenance"
+    events = frozenset({"PostToolUse"})
+
+    def matches(self, event: HookEvent) -> bool:
+        return super().matches(event) and event.tool_key == "project_add_learning" and not event.is_error
+
+    def handle(self, event: HookEvent, context: CaptureContext) -> None:
+        answer = tool_result(event)
+        learning = answer.get("id") if isinstance(answer, dict) else None
+        if not isinstance(learning, str) or not learning.startswith("learning:"):
+            return
+        params = {"id": learning, "session_id": event.session_id, "event_id": context.event_id}
+        context.graph.write(LINK_TO_SESSION, {**params, "now": datetime.now(UTC)})

@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from mkg_core.contrib import CaptureContext
 from mkg_core.embedding import LiteLLMEmbedder
 from mkg_core.events import HookEvent
@@ -375,3 +377,33 @@ def test_a_date_in_the_prompt_favours_memory_made_then(
         # Made that day, so first; the pasta of that day and the other project's memory never come.
         assert [r.id for r in found] == ["l-oct", "l-sep"]
         assert "time" in found[0].sources and "time" not in found[1].sources
+
+
+@pytest.mark.parametrize("client", ["claude", "codex"])
+def test_a_learning_written_through_mcp_stays_out_of_the_session_that_wrote_it(
+    capture: CaptureRig, graph: Graph, client: str
+) -> None:
+    # The MCP server cannot know the session; the harness's PostToolUse of the call names it.
+    lid = "learning:recall-test:mcp-written"
+    _learning(graph, lid, "Release notes are generated from the changelog folder", status="candidate")
+    capture.start_worker()
+    folder = CLAUDE if client == "claude" else CODEX
+    answer = {"id": lid, "scope": "project", "status": "candidate", "already_known": False}
+    response: object = (
+        answer if client == "claude" else {"content": [{"type": "text", "text": json.dumps(answer)}]}
+    )
+    tool = "mcp__meta-knowledge-graph__project_add_learning"
+    if client == "codex":
+        tool = "mcp__meta_knowledge_graph__project_add_learning"
+    call = _payload(folder, "PostToolUse", session_id="writer", tool_name=tool, tool_response=response,
+                    tool_input={"text": "Release notes are generated from the changelog folder"})  # fmt: skip
+    assert capture.hook(client, "PostToolUse", call, env=IDENTITY).returncode == 0
+    capture.wait_drained()
+    linked = graph.read(
+        "MATCH (:Learning {id: $id})-[f:FROM_SESSION]->(s:Session) RETURN s.session_id AS s, f.via AS via",
+        {"id": lid},
+    )
+    assert linked == [{"s": "writer", "via": "mcp"}]
+    question = "where are the release notes generated from?"
+    assert _prompt(capture, question, session="writer", client=client) == ""
+    assert "changelog folder" in _prompt(capture, question, session="reader", client=client)

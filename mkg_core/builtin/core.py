@@ -11,7 +11,7 @@ from ..enrichment import EnrichmentJob
 from ..error_patterns import QueryErrorConsolidationJob, QueryErrorRecall
 from ..extraction import ExtractionJob
 from ..hookspecs import hookimpl
-from ..memory_tools import core_tool_groups
+from ..memory_tools import LearningProvenance, core_tool_groups
 from ..query_failures import QueryFailureCapture
 from ..recall import InjectionEventLinks, ProjectContextProvider
 from ..schema import core_statements
@@ -46,7 +46,7 @@ def mkg_register_context_providers() -> Iterable[ContextProvider]:
 def mkg_register_capture_handlers() -> Iterable[CaptureHandler]:
     """Failed and suspicious results of query tools, for error-pattern consolidation; and the
     links from recalled learnings to the event they were injected at."""
-    return [QueryFailureCapture(), InjectionEventLinks()]
+    return [QueryFailureCapture(), InjectionEventLinks(), LearningProvenance()]
 
 
 @hookimpl(trylast=True)

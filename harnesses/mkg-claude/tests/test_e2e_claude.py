@@ -137,10 +137,11 @@ def test_claude_code_with_mkg_installed_remembers_across_sessions(
             assert set(session["events"]) >= EVENTS and session["links"] == session["n"] - 1
             learned = graph.read(
                 "MATCH (:Project {id: $p})-[:HAS_LEARNING]->(l:Learning {text: $t}) "
-                "RETURN l.status AS status",
+                "RETURN l.status AS status, COUNT { (l)-[:FROM_SESSION {via: 'mcp'}]->(:Session)"
+                "<-[:HAS_SESSION]-(:Project {id: $p}) } AS sessions",
                 {"p": PROJECT, "t": NEW},
             )
-            assert learned == [{"status": "candidate"}]
+            assert learned == [{"status": "candidate", "sessions": 1}]  # from the session that wrote it
 
             seen = len(fake.bodies())
             _run(claude_bin, env, project, "When does the team deploy to production?")

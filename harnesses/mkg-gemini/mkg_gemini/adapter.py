@@ -29,6 +29,8 @@ NATIVE_EVENTS = {
     "SessionEnd": "SessionEnd",
 }
 HOOK_CONTEXT_OPEN, HOOK_CONTEXT_CLOSE = "<hook_context>", "</hook_context>"
+#: How Gemini CLI wraps an MCP tool's text for its model.
+UNTRUSTED_OPEN, UNTRUSTED_CLOSE = "<untrusted_context>", "</untrusted_context>"
 #: What Gemini CLI's built-in tools do.
 TOOL_KINDS = {
     "run_shell_command": "shell",
@@ -58,6 +60,12 @@ class GeminiAdapter(HarnessAdapter):
             fields["last_assistant_message"] = text_field(payload, "prompt_response")
         if isinstance(fields.get("prompt"), str):
             fields["prompt"] = without_hook_context(fields["prompt"])
+        response = fields.get("tool_response")
+        if isinstance(response, Mapping) and "llmContent" in response:
+            fields["tool_response"] = as_tool_result(response)
+            if fields["tool_response"].get("isError") and not fields["is_error"]:
+                fields["is_error"] = True
+                fields["error"] = str(response.get("error") or "the tool failed")[:1000]
 
     def tool_key(self, tool_name: str | None) -> str | None:
         """``mcp_<server>_<tool>`` -> ``<tool>`` (server names hold no underscore); built-in tools
@@ -80,6 +88,27 @@ class GeminiAdapter(HarnessAdapter):
         data = read_json(home_folder(environ) / ".gemini" / "google_accounts.json")
         active = data.get("active") if isinstance(data, dict) else None
         return active if isinstance(active, str) else None
+
+
+def as_tool_result(response: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``AfterTool`` response as an MCP tool result: Gemini CLI gives the model's view of it in
+    ``llmContent`` (parts, an MCP tool's text inside ``<untrusted_context>``), which is what
+    MKG reads (a learning's id, a query's rows); ``returnDisplay`` is only the user's view."""
+    parts = response.get("llmContent")
+    parts = parts if isinstance(parts, list) else [parts]
+    blocks = []
+    for part in parts:
+        text = part.get("text") if isinstance(part, Mapping) else part
+        if isinstance(text, str):
+            blocks.append({"type": "text", "text": _untrusted_inner(text)})
+    return {"content": blocks, "isError": bool(response.get("error"))}
+
+
+def _untrusted_inner(text: str) -> str:
+    stripped = text.strip()
+    if stripped.startswith(UNTRUSTED_OPEN) and stripped.endswith(UNTRUSTED_CLOSE):
+        return stripped[len(UNTRUSTED_OPEN) : -len(UNTRUSTED_CLOSE)].strip()
+    return text
 
 
 def without_hook_context(prompt: str) -> str:

@@ -124,10 +124,12 @@ def test_gemini_cli_with_mkg_installed_remembers_across_sessions(
         )[0]["keys"]
         assert "project_add_learning" in tool_keys
         learned = graph.read(
-            "MATCH (:Project {id: $p})-[:HAS_LEARNING]->(l:Learning {text: $t}) RETURN l.status AS status",
+            "MATCH (:Project {id: $p})-[:HAS_LEARNING]->(l:Learning {text: $t}) "
+            "RETURN l.status AS status, COUNT { (l)-[:FROM_SESSION {via: 'mcp'}]->(:Session)"
+            "<-[:HAS_SESSION]-(:Project {id: $p}) } AS sessions",
             {"p": project_id, "t": NEW},
         )
-        assert learned == [{"status": "candidate"}]
+        assert learned == [{"status": "candidate", "sessions": 1}]  # from the session that wrote it
 
         seen = len(fake.bodies())
         _run(gemini_bin, env, project, "When does the team deploy to production?")
