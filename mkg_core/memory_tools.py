@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .contrib import CaptureContext, CaptureHandler, ToolContext, ToolGroup, ToolSpec
 from .embedding import embed_or_none
 from .enrichment import most_touched
+from .episodes import episode_page, fetch_episode, search_episodes
 from .errors import MkgError
 from .events import tool_result
 from .graph_tools import read_cypher, schema_summary
@@ -196,6 +197,50 @@ def _store(context: ToolContext, write: LearningWrite, project: ProjectRef) -> d
     return context.graph().write_tx(work)
 
 
+def episode_search(
+    context: ToolContext, query: str | None = None, limit: int | None = None, project_id: str | None = None
+) -> dict[str, Any]:
+    """Search the project's episode timeline (what was done and found in earlier sessions, one to
+    three episodes per stretch of work) for `query`, fulltext and vectors fused; without a query,
+    or when nothing matches, the most recent episodes. Read one whole with `episode_fetch`."""
+    project = context.project(project_id)
+    found = search_episodes(
+        context.graph(), query, project_id=project.id, limit=_limit(limit, 5), embedder=context.embedder
+    )
+    return {
+        "project_id": project.id,
+        "query": query,
+        "count": len(found),
+        "episodes": [episode.as_dict() for episode in found],
+    }
+
+
+def episode_fetch(
+    context: ToolContext,
+    episode_id: str | None = None,
+    before: str | None = None,
+    limit: int | None = None,
+    project_id: str | None = None,
+) -> dict[str, Any]:
+    """Read one episode whole (`episode_id`): its facts and narrative, the episodes before and after
+    it, and the learnings recorded from the same work. Without an id, a page of the timeline,
+    newest first (`limit`, default 3); pass the page's `next` as `before` for older ones."""
+    project = context.project(project_id)
+    graph = context.graph()
+    if episode_id:
+        episode = fetch_episode(graph, project_id=project.id, episode_id=episode_id)
+        if episode is None:
+            raise ToolInputError(
+                f"no episode {episode_id!r} in project {project.id!r}; `episode_search` lists them"
+            )
+        return {"project_id": project.id, **episode}
+    try:
+        page = episode_page(graph, project_id=project.id, limit=_limit(limit, 3), before=before)
+    except LookupError as exc:
+        raise ToolInputError(f"{exc}; pass the `next` of a page as `before`") from None
+    return {"project_id": project.id, **page}
+
+
 def project_review_queue(
     context: ToolContext, limit: int | None = None, project_id: str | None = None
 ) -> dict[str, Any]:
@@ -256,6 +301,8 @@ def core_tool_groups() -> list[ToolGroup]:
                 ToolSpec(
                     "project_add_learning", project_add_learning, _doc(project_add_learning), read_only=False
                 ),
+                ToolSpec("episode_search", episode_search, _doc(episode_search)),
+                ToolSpec("episode_fetch", episode_fetch, _doc(episode_fetch)),
                 ToolSpec("project_review_queue", project_review_queue, _doc(project_review_queue)),
                 ToolSpec(
                     "project_resolve_learning",
@@ -264,7 +311,7 @@ def core_tool_groups() -> list[ToolGroup]:
                     read_only=False,
                 ),
             ),
-            description="project memory and the human review queue",
+            description="project memory, the episode timeline and the human review queue",
         ),
         ToolGroup(
             "graph",

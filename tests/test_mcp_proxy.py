@@ -26,6 +26,8 @@ HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"na
 CORE_TOOLS = {
     "project_get_context",
     "project_add_learning",
+    "episode_search",
+    "episode_fetch",
     "project_review_queue",
     "project_resolve_learning",
     "neo4j_get_schema",

@@ -26,6 +26,8 @@ PROBE = {"MKG_PLUGINS": "mkg_tool_probe", "PYTHONPATH": str(ROOT / "tests" / "pl
 CORE_TOOLS = {
     "project_get_context",
     "project_add_learning",
+    "episode_search",
+    "episode_fetch",
     "project_review_queue",
     "project_resolve_learning",
     "neo4j_get_schema",
