@@ -125,9 +125,10 @@ def test_hook_mkg_register_capture_handlers(pm, host, settings) -> None:
 
     pm.register(Plugin(), name="test-capture")
     handlers = host.capture_handlers(settings)
-    # The core's own handlers (query failures, late injection links) come first.
-    assert [h.name for h in handlers] == ["query-failures", "injection-event-links", "broken", "recorder"]
-    handlers = handlers[2:]
+    # The core's own handlers (query failures, late injection links, MCP learnings' sessions) come first.
+    core = ["query-failures", "injection-event-links", "mcp-learning-provenance"]
+    assert [h.name for h in handlers] == [*core, "broken", "recorder"]
+    handlers = handlers[len(core) :]
     context = CaptureContext(graph=None, settings=settings)  # type: ignore[arg-type]
     failures = host.run_capture_handlers(handlers, _event("PostToolUse"), context)
     # The broken handler is reported by name and the next one still ran.
