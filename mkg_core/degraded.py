@@ -36,9 +36,7 @@ def first_time(state_dir: str, session_id: str) -> bool:
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return False
-    except OSError:
+    except OSError:  # FileExistsError among them: said already
         return False
     os.close(fd)
     _prune(folder)

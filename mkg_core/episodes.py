@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .embedding import embed_or_none
 from .injection import neutralise
+from .learnings import collapse
 from .search import VECTOR_SEARCH_FACTOR, keyword_query, rrf
 
 if TYPE_CHECKING:
@@ -219,8 +220,7 @@ def _episode(row: dict[str, Any], sources: tuple[str, ...]) -> Episode:
 
 
 def _clip(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+    return collapse(text, limit) or ""
 
 
 def _iso(value: Any) -> Any:
