@@ -5,8 +5,10 @@ sessions at once, mixed events and payload sizes, the worker started by the hook
 while a chaos thread stops and restarts Neo4j and kills the worker. Afterwards every session's
 chain in the graph is compared with what was sent. Reported: events lost, duplicated and out of
 order, and hooks that ran past their deadline (wall time from exec, over the event's deadline
-plus a stated allowance for starting Python); targets 0, 0, 0, 0. Also the hook's wall time per
-payload size, and on payloads built to be expensive up to the 64 MB limit (``--heavy-runs``).
+plus a stated allowance for starting Python); targets 0, 0, 0, 0. Every hook also traces itself
+(``MKG_HOOK_TRACE``): for the hooks over their deadline the report says how long they waited for a
+CPU, which tells a starved machine from slow work. Also the hook's wall time per payload size, and
+on payloads built to be expensive up to the 64 MB limit (``--heavy-runs``).
 Starts its own dev Neo4j with a throw-away store.
 
     .venv/bin/python benchmarks/soak.py --events 10000 --out benchmarks/results/soak.json
@@ -252,6 +254,8 @@ def soak(
             "MKG_HOOK_DEADLINE_CAPTURE",
         ):
             env.pop(key, None)
+        trace = Path(tmp) / "hook-trace.jsonl"
+        env["MKG_HOOK_TRACE"] = str(trace)
         paths = runtime.Paths.from_env(env)
         stop = threading.Event()
         acts: list[str] = []
@@ -290,12 +294,14 @@ def soak(
         stop_worker(paths)
         if own:
             server.stop()
+        traced = traced_hooks(trace)
     sent = sum(len(s.marks) for s in plan)
     return {
         "events_sent": sent,
         **result,
         "over_deadline": len(outcome.over_deadline),
         "over_deadline_examples": outcome.over_deadline[:5],
+        **traced,
         "hooks_not_recording": len(outcome.hook_failures),
         "hook_failure_examples": outcome.hook_failures[:3],
         "spool": counts,
@@ -309,6 +315,40 @@ def soak(
                 "max": round(max(times), 3),
             }
             for bucket, times in sorted(outcome.times.items())
+        },
+    }
+
+
+def traced_hooks(path: Path) -> dict[str, Any]:
+    """From the hooks' own traces: those over their deadline (measured inside the process, from
+    its start), how long they waited for a CPU, and how many stay over once that wait is taken off."""
+    over: list[dict[str, Any]] = []
+    waits: list[float] = []
+    count = 0
+    for line in path.read_text().splitlines() if path.exists() else []:
+        row = json.loads(line)
+        count += 1
+        took = row["steps"].get("done", 0.0)
+        wait = row.get("cpu_wait_s") or 0.0
+        waits.append(wait)
+        event = row["argv"][-1]
+        allowed = DEADLINES.get(event, CAPTURE_DEADLINE) + ALLOWANCE
+        if took > allowed:
+            over.append({"event": event, "s": took, "cpu_wait_s": round(wait, 3), "cpu_s": row["cpu_s"]})
+    waits.sort()
+    return {
+        "traced_hooks": count,
+        "traced_over_deadline": len(over),
+        "traced_over_deadline_without_cpu_wait": sum(
+            1
+            for o in over
+            if o["s"] - o["cpu_wait_s"] > DEADLINES.get(o["event"], CAPTURE_DEADLINE) + ALLOWANCE
+        ),
+        "traced_over_deadline_examples": sorted(over, key=lambda o: -o["s"])[:5],
+        "cpu_wait_s": {
+            "p50": round(waits[len(waits) // 2], 3) if waits else None,
+            "p99": round(waits[min(len(waits) - 1, int(len(waits) * 0.99))], 3) if waits else None,
+            "max": round(waits[-1], 3) if waits else None,
         },
     }
 

@@ -53,6 +53,9 @@ ANSWER_DEADLINES = {
 CAPTURE_DEADLINE = ("MKG_HOOK_DEADLINE_CAPTURE", 1.0)
 #: Time kept back from the deadline for writing the overflow journal when the spool is slow.
 OVERFLOW_RESERVE = 0.05
+#: A file each hook appends one JSON line to: when each step ended (seconds from the process
+#: start), the CPU time used and the time spent waiting for a CPU. Tells a busy machine from slow work.
+TRACE_VARIABLE = "MKG_HOOK_TRACE"
 _TRUE = {"1", "true", "yes", "on"}
 
 USAGE = """\
@@ -71,12 +74,21 @@ worker to you (`mkg worker`); MKG_HOOK_DEADLINE_SESSION_START (default 2.0),
 MKG_HOOK_DEADLINE_PROMPT (default 1.5) and MKG_HOOK_DEADLINE_TOOL (default 1.5, query tools
 only) bound how long answering events take in all, MKG_HOOK_DEADLINE_CAPTURE (default 1.0) the
 others, in seconds. A spool that cannot be written in time (locked by another process) sends the
-event to the overflow journal, which the worker imports.
+event to the overflow journal, which the worker imports. MKG_HOOK_TRACE=FILE appends each hook's
+step times, CPU time and time spent waiting for a CPU to FILE (one JSON line per hook).
 """
 
 
 class Skip(Exception):
     """The event is not recorded; the message says why (one line on stderr)."""
+
+
+#: When each step of the running hook ended (``time.monotonic()``), for ``MKG_HOOK_TRACE``.
+_steps: list[tuple[str, float]] = []
+
+
+def _step(name: str) -> None:
+    _steps.append((name, time.monotonic()))
 
 
 def main(
@@ -91,19 +103,24 @@ def main(
     """Run one hook; ``started`` is when its deadline begins (``time.monotonic()``, default now)."""
     started = time.monotonic() if started is None else started
     err = stderr or sys.stderr
+    env = os.environ if environ is None else environ
+    _steps.clear()
+    _step("ready")
     try:
         _run(
             sys.argv[1:] if argv is None else argv,
             stdin or sys.stdin.buffer,
             stdout or sys.stdout,
             err,
-            os.environ if environ is None else environ,
+            env,
             started,
         )
     except Skip as exc:
         _say(err, str(exc))
     except BaseException as exc:  # the agent must never see a failure
         _say(err, f"internal error ({type(exc).__name__}: {exc}); the event was not recorded")
+    if env.get(TRACE_VARIABLE):
+        _trace(env[TRACE_VARIABLE], started)
     return 0
 
 
@@ -122,11 +139,14 @@ def _run(
     data = _read(stdin, env)
     if data is None:
         return
+    _step("read")
     payload, dense = _decode(data)
     clipped = clip_identifiers(payload)
     budget = Budget.for_raw(data)
     truncated: list[str] = []
+    _step("decoded")
     clean = sanitize(payload, truncated, budget=budget)
+    _step("scrubbed")
     assert isinstance(clean, dict)
     session_id, event = _identify(clean, event_arg)
     if _disabled_here(clean):
@@ -163,10 +183,12 @@ def _run(
         "record": record,
     }
     seq = _spool(paths, entry, received_ns, deadline, stderr)
+    _step("spooled")
     if truncated:
         shown = ", ".join(truncated[:3]) + (f" and {len(truncated) - 3} more" if len(truncated) > 3 else "")
         _say(stderr, f"oversized payload fields truncated ({shown}); the event was recorded")
     starting = _start_worker(paths, env, stderr)
+    _step("worker")
     if seq is not None and (
         event in ANSWERING_EVENTS
         or (event in TOOL_ANSWERING_EVENTS and _answers_for(paths, clean.get("tool_name")))
@@ -385,6 +407,30 @@ def _drain(stdin: BinaryIO) -> None:
         while stdin.read(1024 * 1024):
             pass
     except (OSError, ValueError):
+        pass
+
+
+def _trace(path: str, started: float) -> None:
+    """Append this hook's steps to ``path`` (see :data:`TRACE_VARIABLE`); never fails the hook."""
+    _step("done")
+    try:
+        with open("/proc/self/schedstat", "rb") as stat:
+            waited = int(stat.read().split()[1]) / 1e9  # nanoseconds spent runnable, not running
+    except (OSError, ValueError, IndexError):
+        waited = None
+    times = os.times()
+    line = {
+        "pid": os.getpid(),
+        "argv": sys.argv[1:],
+        "steps": {name: round(at - started, 4) for name, at in _steps},
+        "cpu_s": round(times.user + times.system, 3),
+        "cpu_wait_s": waited,
+    }
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
+    except OSError:
         pass
 
 

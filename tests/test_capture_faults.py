@@ -330,3 +330,4 @@ def test_a_short_soak_loses_duplicates_and_reorders_nothing(neo4j_server: Neo4jS
     )
     assert report["hooks_not_recording"] == 0, report["hook_failure_examples"]
     assert report["spool"]["failed"] == 0 and report["spool"]["pending"] == 0
+    assert report["traced_hooks"] == report["events_sent"]  # every hook said where its time went

@@ -92,6 +92,22 @@ def test_a_deadline_counts_from_the_process_start() -> None:
     assert 0.5 <= waited < 60
 
 
+def test_a_traced_hook_says_where_its_time_went(capture: CaptureRig, tmp_path: Path) -> None:
+    """MKG_HOOK_TRACE: one line per hook, its steps in order from the process start, the CPU time
+    and the time it waited for a CPU (what tells a busy machine from slow work)."""
+    trace = tmp_path / "trace.jsonl"
+    env = {"MKG_HOOK_TRACE": str(trace)}
+    capture.hook("claude", "PreToolUse", _payload(CLAUDE, "PreToolUse"), env=env)
+    capture.hook("claude", "PreToolUse", b"not json", env=env)
+    first, refused = (json.loads(line) for line in trace.read_text().splitlines())
+    steps = first["steps"]
+    assert list(steps) == ["ready", "read", "decoded", "scrubbed", "spooled", "worker", "done"]
+    assert 0 < steps["ready"] <= steps["spooled"] <= steps["done"] < 30
+    assert first["argv"][-1] == "PreToolUse" and first["cpu_s"] > 0 and first["cpu_wait_s"] >= 0
+    assert list(refused["steps"]) == ["ready", "read", "done"]  # a refused payload stops early
+    assert oct(trace.stat().st_mode & 0o777) == "0o600"
+
+
 def test_without_a_worker_or_autostart_nothing_waits(capture: CaptureRig) -> None:
     started = time.monotonic()
     result = capture.hook(
