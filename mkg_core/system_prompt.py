@@ -1,12 +1,16 @@
 """The system prompt: injected when a session starts, and consolidated from approved user facts.
 
-:class:`SystemPromptProvider` (SessionStart) injects the stored ``(:SystemPrompt {name: 'default'})``,
-or :data:`BOOTSTRAP_PROMPT` when there is none. Each injection is logged as a
-``(:SystemPromptInjection)`` (hash and summary, never the text) and the same content is not injected
-twice into one session unless the context was wiped (``clear``/``compact``).
+A prompt has a scope: each user has a default (``(:SystemPrompt {name: 'user:<user id>'})``) and a
+project may override it (``{name: 'project:<project id>'}``). :class:`SystemPromptProvider`
+(SessionStart) injects the project's override when it has one, else the user's default, else
+:data:`BOOTSTRAP_PROMPT`. Each injection is logged as a ``(:SystemPromptInjection)`` (hash and
+summary, never the text) and the same content is not injected twice into one session unless the
+context was wiped (``clear``/``compact``). A seeder (the RoadFlex demo) writes its persona as its own
+project's override, so it never changes anyone's persona elsewhere.
 
 The prompt is frozen at runtime (injection only reads it). Consolidation, a rate-limited service run
-as a worker job on Stop and SessionEnd, is its only writer besides the seeders and a human's rollback:
+as a worker job on Stop and SessionEnd, writes the user's default; besides it only seeders and a
+human (``mkg prompt set|rollback|reset``) write prompts:
 
 - it works only when more than ``MKG_PROMPT_CONSOLIDATION_THRESHOLD`` user-scoped learnings of the
   user are ``approved`` and not folded yet (never candidates: an unreviewed or poisoned fact cannot
@@ -20,11 +24,18 @@ as a worker job on Stop and SessionEnd, is its only writer besides the seeders a
 
 Every attempt that reaches the LLM is logged as a ``(:PromptConsolidation)`` with its outcome, so
 a refusal or an outage leaves the prompt unchanged and says why. ``mkg prompt`` shows the history,
-diffs versions and rolls back (a rollback is a new version).
+diffs versions, rolls back (a rollback is a new version) and resets (a version without text: the
+next scope, or the bootstrap, applies again).
+
+Before prompts had scopes there was one ``(:SystemPrompt {name: 'default'})`` for everyone. The
+first user whose session, consolidation or ``mkg prompt`` command meets it adopts it as their
+default, versions included (:func:`adopt_legacy`); a persona a seeder had written there is not kept
+as anyone's default (the versions before it are, and it stays in the history).
 
 ::
 
-    (:SystemPrompt {name})-[:HAS_VERSION]->(:SystemPromptVersion {id, version, content, is_current})
+    (:SystemPrompt {name, scope, owner})
+      -[:HAS_VERSION]->(:SystemPromptVersion {id, version, content, is_current})
     (:SystemPrompt)-[:CONSOLIDATED]->(:Learning {scope: 'user'})
     (:SystemPromptVersion)-[:FOLDED_LEARNING]->(:Learning)
     (:User)-[:HAS_CONSOLIDATION]->(:PromptConsolidation {status, reason, at})
@@ -55,9 +66,10 @@ if TYPE_CHECKING:
     from .graph import Graph
     from .settings import Settings
 
-__all__ = ["seed"]
+__all__ = ["Scope", "seed"]
 
-PROMPT_NAME = "default"
+#: The one prompt of every user before prompts had scopes (see :func:`adopt_legacy`).
+LEGACY_NAME = "default"
 BOOTSTRAP_PROMPT = """\
 You work with a persistent, graph-structured memory (Meta Knowledge Graph). It keeps durable facts \
 about the user and about this project, and lessons from earlier sessions. Memory supports the task; \
@@ -101,6 +113,38 @@ def suspicious(text: str) -> str | None:
 
 class PromptError(MkgError):
     """A prompt version or command cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose prompt: a user's default (``Scope.user(id)``) or a project's override
+    (``Scope.project(id)``)."""
+
+    kind: str  # user | project
+    owner: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("user", "project") or not self.owner:
+            raise PromptError(
+                f"a prompt scope is a user or a project with an id, not {self.kind}:{self.owner}"
+            )
+
+    @classmethod
+    def user(cls, user_id: str) -> Scope:
+        return cls("user", user_id)
+
+    @classmethod
+    def project(cls, project_id: str) -> Scope:
+        return cls("project", project_id)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.owner}"
+
+    def describe(self) -> str:
+        if self.kind == "user":
+            return f"the default system prompt of user {self.owner}"
+        return f"the system prompt of project {self.owner}"
 
 
 SYSTEM = (
@@ -157,23 +201,28 @@ MATCH (l:Learning {id: row.id})
 SET l.consolidation_refused_at = $now, l.consolidation_refused_reason = row.reason
 """
 
-#: Archive the outgoing prompt, write the new one, link what was folded.
+#: Archive the outgoing prompt (a prompt written before versions existed gets one), write the new
+#: one (``$content`` null: a reset, the prompt no longer applies), link what was folded.
 WRITE_VERSION = """
 MERGE (p:SystemPrompt {name: $name})
-  ON CREATE SET p.created_at = $now, p.version = 0, p.content = $old_content, p.last_source = 'bootstrap'
+  ON CREATE SET p.created_at = $now, p.version = 0, p.scope = $scope, p.owner = $owner
 WITH p
 WHERE coalesce(p.version, 0) = $expected_version
-MERGE (p)-[:HAS_VERSION]->(old:SystemPromptVersion {id: $name + ':v' + toString(coalesce(p.version, 0))})
-  ON CREATE SET old.name = $name, old.version = coalesce(p.version, 0), old.content = p.content,
-                old.created_at = coalesce(p.updated_at, p.created_at, $now),
-                old.source = coalesce(p.last_source, 'seed')
-SET old.is_current = false, old.archived_at = $now
-WITH p
+OPTIONAL MATCH (p)-[:HAS_VERSION]->(current:SystemPromptVersion {is_current: true})
+SET current.is_current = false, current.archived_at = $now
+WITH p, current
+FOREACH (_ IN CASE WHEN current IS NULL AND p.content IS NOT NULL THEN [1] ELSE [] END |
+  MERGE (p)-[:HAS_VERSION]->(old:SystemPromptVersion {id: $name + ':v' + toString(coalesce(p.version, 0))})
+    ON CREATE SET old.name = $name, old.version = coalesce(p.version, 0), old.content = p.content,
+                  old.created_at = coalesce(p.updated_at, p.created_at, $now),
+                  old.source = coalesce(p.last_source, 'seed'), old.is_current = false,
+                  old.archived_at = $now)
 CREATE (p)-[:HAS_VERSION]->(new:SystemPromptVersion {
   id: $name + ':v' + toString(coalesce(p.version, 0) + 1), name: $name, version: coalesce(p.version, 0) + 1,
   content: $content, is_current: true, created_at: $now, source: $source, model: $model,
   folded_learning_count: size($folded), supersedes_version: coalesce(p.version, 0), summary: $summary})
-SET p.content = $content, p.version = new.version, p.updated_at = $now, p.last_source = $source
+SET p.content = $content, p.version = new.version, p.updated_at = $now, p.last_source = $source,
+    p.scope = $scope, p.owner = $owner
 FOREACH (_ IN CASE WHEN $source = 'consolidation' THEN [1] ELSE [] END |
   SET p.last_consolidated_at = $now, p.last_consolidation_model = $model)
 WITH p, new
@@ -198,13 +247,42 @@ HISTORY = """
 MATCH (:SystemPrompt {name: $name})-[:HAS_VERSION]->(v:SystemPromptVersion)
 RETURN v.version AS version, v.is_current AS current, v.source AS source, v.model AS model,
        toString(v.created_at) AS created_at, toString(v.archived_at) AS archived_at,
-       v.folded_learning_count AS folded, v.summary AS summary, size(v.content) AS chars
+       v.folded_learning_count AS folded, v.summary AS summary, coalesce(size(v.content), 0) AS chars
 ORDER BY v.version
 """
 
 VERSION = """
 MATCH (:SystemPrompt {name: $name})-[:HAS_VERSION]->(v:SystemPromptVersion {version: $version})
 RETURN v.content AS content
+"""
+
+#: The prompt that applies to a project and a user, and whether the unscoped prompt of older
+#: versions still waits to be adopted.
+EFFECTIVE = """
+OPTIONAL MATCH (project:SystemPrompt {name: $project_name}) WHERE project.content IS NOT NULL
+OPTIONAL MATCH (user:SystemPrompt {name: $user_name}) WHERE user.content IS NOT NULL
+OPTIONAL MATCH (legacy:SystemPrompt {name: $legacy})
+WITH coalesce(project, user) AS p, legacy
+RETURN p.name AS name, p.content AS content, p.version AS version, legacy IS NOT NULL AS legacy
+"""
+
+#: The unscoped prompt becomes a user's default, unless the user has one; its versions follow.
+ADOPT_LEGACY = """
+MATCH (legacy:SystemPrompt {name: $legacy})
+WHERE NOT EXISTS { MATCH (:SystemPrompt {name: $name}) }
+SET legacy.name = $name, legacy.scope = 'user', legacy.owner = $owner,
+    legacy.migrated_from = $legacy, legacy.migrated_at = $now
+WITH legacy
+OPTIONAL MATCH (legacy)-[:HAS_VERSION]->(v:SystemPromptVersion)
+SET v.id = $name + ':v' + toString(v.version), v.name = $name
+RETURN legacy.last_source AS source, coalesce(legacy.version, 0) AS version, count(v) AS versions
+"""
+
+#: The newest version a person or consolidation wrote (not a seeder's, not the bootstrap).
+LAST_OWN_VERSION = """
+MATCH (:SystemPrompt {name: $name})-[:HAS_VERSION]->(v:SystemPromptVersion)
+WHERE v.content IS NOT NULL AND NOT v.source IN ['seed', 'bootstrap'] AND v.version < $below
+RETURN v.version AS version ORDER BY v.version DESC LIMIT 1
 """
 
 
@@ -222,9 +300,11 @@ class Outcome:
 def consolidate(
     graph: Graph, settings: Settings, user_id: str, *, client: str | None = None, now: datetime | None = None
 ) -> Outcome:
-    """Run the service once for ``user_id`` (see the module docstring)."""
+    """Run the service once for ``user_id``, on the user's default prompt (see the module docstring)."""
     now = now or datetime.now(UTC)
-    ready = _facts_to_fold(graph, settings, user_id, now)
+    scope = Scope.user(user_id)
+    adopt_legacy(graph, user_id, now=now)
+    ready = _facts_to_fold(graph, settings, scope, now)
     if isinstance(ready, Outcome):
         return ready
     facts, current = ready
@@ -237,7 +317,7 @@ def consolidate(
             {
                 "id": f"prompt-consolidation:{user_id}:{now.isoformat()}",
                 "user_id": user_id,
-                "name": PROMPT_NAME,
+                "name": scope.name,
                 "status": status,
                 "reason": reason[:1000],
                 "now": now,
@@ -261,8 +341,8 @@ def consolidate(
     folded = [i for i in dict.fromkeys(answer.value.folded_ids) if i in known] or sorted(known)
     version = write_version(
         graph,
+        scope,
         answer.value.prompt.strip(),
-        old_content=old,
         expected_version=int(current["version"]),
         source="consolidation",
         model=answer.model,
@@ -274,18 +354,18 @@ def consolidate(
 
 
 def _facts_to_fold(
-    graph: Graph, settings: Settings, user_id: str, now: datetime
+    graph: Graph, settings: Settings, scope: Scope, now: datetime
 ) -> tuple[list[dict[str, Any]], dict[str, Any]] | Outcome:
-    """The approved facts to fold and the current prompt, or why this run is skipped.
+    """The approved facts to fold and the user's current prompt, or why this run is skipped.
 
     Facts that read like an instruction are refused here (and marked so), never folded."""
-    pending = graph.read(PENDING, {"user_id": user_id, "limit": MAX_FACTS})
+    pending = graph.read(PENDING, {"user_id": scope.owner, "limit": MAX_FACTS})
     threshold = settings.prompt_consolidation_threshold
     if len(pending) <= threshold:
         return Outcome(
             "skipped", f"{len(pending)} approved user facts wait; more than {threshold} are needed"
         )
-    current = graph.read(LOAD, {"name": PROMPT_NAME})[0]
+    current = graph.read(LOAD, {"name": scope.name})[0]
     last_at = aware(current["last"])
     if last_at is not None:
         wait = timedelta(hours=settings.prompt_consolidation_interval_hours)
@@ -328,9 +408,9 @@ def validate(new: str, old: str) -> str | None:
 
 def write_version(
     graph: Graph,
-    content: str,
+    scope: Scope,
+    content: str | None,
     *,
-    old_content: str,
     expected_version: int,
     source: str,
     model: str | None,
@@ -338,14 +418,19 @@ def write_version(
     summary: str,
     now: datetime,
 ) -> int:
-    content = scrub(content)  # the one writer of prompt versions: no secret reaches the persona
+    """Make ``content`` the scope's prompt as a new version (None: a reset); return its number.
+
+    Raises :class:`PromptError` when the prompt changed since ``expected_version`` was read."""
+    if content is not None:
+        content = scrub(content)  # the one writer of prompt versions: no secret reaches the persona
 
     def work(tx: neo4j.ManagedTransaction) -> int:
         record = tx.run(
             WRITE_VERSION,
-            name=PROMPT_NAME,
+            name=scope.name,
+            scope=scope.kind,
+            owner=scope.owner,
             content=content,
-            old_content=old_content,
             expected_version=expected_version,
             source=source,
             model=model,
@@ -354,32 +439,42 @@ def write_version(
             now=now,
         ).single()
         if record is None:
-            raise PromptError("the system prompt changed meanwhile; nothing was written")
+            raise PromptError(f"{scope.describe()} changed meanwhile; nothing was written")
         return int(record["version"])
 
     return graph.write_tx(work)
 
 
-def history(graph: Graph) -> list[dict[str, Any]]:
-    return graph.read(HISTORY, {"name": PROMPT_NAME})
+def current(graph: Graph, scope: Scope) -> tuple[str | None, int]:
+    """The scope's prompt text (None when it has none or was reset) and its version (0: never written)."""
+    row = graph.read(LOAD, {"name": scope.name})[0]
+    return row["content"], int(row["version"])
 
 
-def version_content(graph: Graph, version: int) -> str:
-    rows = graph.read(VERSION, {"version": version, "name": PROMPT_NAME})
+def history(graph: Graph, scope: Scope) -> list[dict[str, Any]]:
+    return graph.read(HISTORY, {"name": scope.name})
+
+
+def version_content(graph: Graph, scope: Scope, version: int) -> str | None:
+    """The text of one version (None for a reset)."""
+    rows = graph.read(VERSION, {"version": version, "name": scope.name})
     if not rows:
-        raise PromptError(f"there is no version {version} of the system prompt (see `mkg prompt history`)")
-    return str(rows[0]["content"])
+        raise PromptError(
+            f"{scope.describe()} has no version {version} (see `mkg prompt history --scope {scope.kind}`)"
+        )
+    content = rows[0]["content"]
+    return content if isinstance(content, str) else None
 
 
-def rollback(graph: Graph, version: int, *, now: datetime | None = None) -> int:
+def rollback(graph: Graph, scope: Scope, version: int, *, now: datetime | None = None) -> int:
     """Make ``version``'s text current again, as a new version."""
-    content = version_content(graph, version)
-    current = graph.read(LOAD, {"name": PROMPT_NAME})[0]
+    content = version_content(graph, scope, version)
+    _, at = current(graph, scope)
     return write_version(
         graph,
+        scope,
         content,
-        old_content=current["content"] or "",
-        expected_version=int(current["version"]),
+        expected_version=at,
         source="rollback",
         model=None,
         folded=[],
@@ -388,32 +483,109 @@ def rollback(graph: Graph, version: int, *, now: datetime | None = None) -> int:
     )
 
 
-def seed(graph: Graph, content: str, *, summary: str, now: datetime | None = None) -> tuple[bool, int]:
-    """Make ``content`` the current prompt, as a new version, unless it already is.
+def reset(graph: Graph, scope: Scope, *, now: datetime | None = None) -> int | None:
+    """Stop using the scope's prompt (a project falls back to its user's default, a user to the
+    bootstrap), as a new version without text; None when there was nothing to reset."""
+    content, at = current(graph, scope)
+    if content is None:
+        return None
+    return write_version(
+        graph,
+        scope,
+        None,
+        expected_version=at,
+        source="reset",
+        model=None,
+        folded=[],
+        summary="reset: the built-in bootstrap (or, for a project, the user's default) applies",
+        now=now or datetime.now(UTC),
+    )
+
+
+def seed(
+    graph: Graph,
+    content: str,
+    *,
+    scope: Scope,
+    summary: str,
+    source: str = "seed",
+    now: datetime | None = None,
+) -> tuple[bool, int]:
+    """Make ``content`` the scope's prompt, as a new version, unless it already is.
 
     Returns whether a version was written and the current version number. Seeding the same text
-    again writes nothing, so seeders stay idempotent.
+    again writes nothing, so seeders stay idempotent. A seeder writes its persona for its own
+    project (``Scope.project``), never as a user's default.
     """
     content = content.strip()
     if not content:
-        raise PromptError("a seeded system prompt cannot be empty")
+        raise PromptError("a system prompt cannot be empty (`mkg prompt reset` stops using one)")
     if len(content) > MAX_PROMPT_CHARS:
-        raise PromptError(f"a seeded system prompt is limited to {MAX_PROMPT_CHARS} characters")
-    current = graph.read(LOAD, {"name": PROMPT_NAME})[0]
-    if (current["content"] or "").strip() == content:
-        return False, int(current["version"])
+        raise PromptError(f"a system prompt is limited to {MAX_PROMPT_CHARS} characters, not {len(content)}")
+    text, at = current(graph, scope)
+    if (text or "").strip() == content:
+        return False, at
     version = write_version(
         graph,
+        scope,
         content,
-        old_content=current["content"] or BOOTSTRAP_PROMPT,
-        expected_version=int(current["version"]),
-        source="seed",
+        expected_version=at,
+        source=source,
         model=None,
         folded=[],
         summary=summary,
         now=now or datetime.now(UTC),
     )
     return True, version
+
+
+def adopt_legacy(graph: Graph, user_id: str, *, now: datetime | None = None) -> bool:
+    """Make the unscoped prompt of older versions ``user_id``'s default, with its versions, unless
+    the user has a default already; True when it was adopted now.
+
+    When a seeder wrote the prompt's current text (the demo's persona, which older versions made
+    everyone's), the user's default goes back to the newest version a person or consolidation
+    wrote, or is reset; the seeded text stays in the history."""
+    now = now or datetime.now(UTC)
+    scope = Scope.user(user_id)
+    rows = graph.write(
+        ADOPT_LEGACY, {"legacy": LEGACY_NAME, "name": scope.name, "owner": user_id, "now": now}
+    )
+    if not rows:
+        return False
+    if rows[0]["source"] == "seed":
+        own = graph.read(LAST_OWN_VERSION, {"name": scope.name, "below": int(rows[0]["version"])})
+        content = version_content(graph, scope, int(own[0]["version"])) if own else None
+        write_version(
+            graph,
+            scope,
+            content,
+            expected_version=int(rows[0]["version"]),
+            source="migration",
+            model=None,
+            folded=[],
+            summary=f"a seeded persona is no longer a user's default (version {rows[0]['version']} keeps it)",
+            now=now,
+        )
+    return True
+
+
+def effective(graph: Graph, project_id: str | None, user_id: str | None) -> tuple[Scope | None, str, int]:
+    """The prompt a session of this project and user gets: its scope (None: the bootstrap), text and
+    version. Adopts the prompt of older versions for the user first, if it still waits."""
+    params = {
+        "project_name": Scope.project(project_id).name if project_id else "",
+        "user_name": Scope.user(user_id).name if user_id else "",
+        "legacy": LEGACY_NAME,
+    }
+    row = graph.read(EFFECTIVE, params)[0]
+    if row["legacy"] and user_id and adopt_legacy(graph, user_id):
+        row = graph.read(EFFECTIVE, params)[0]
+    content = row["content"]
+    if not isinstance(content, str) or not content.strip():
+        return None, BOOTSTRAP_PROMPT.strip(), 0
+    kind, _, owner = str(row["name"]).partition(":")
+    return Scope(kind, owner), content.strip(), int(row["version"] or 0)
 
 
 class PromptConsolidationJob(Job):
@@ -435,8 +607,6 @@ class PromptConsolidationJob(Job):
 
 # -- injection at SessionStart ---------------------------------------------------------------------
 
-LOAD_SYSTEM_PROMPT = "MATCH (p:SystemPrompt {name: $name}) RETURN p.content AS content, p.version AS version"
-
 LOG_PROMPT_INJECTION = """
 MERGE (s:Session {session_id: $session_id})
   ON CREATE SET s.created_at = $now
@@ -456,22 +626,23 @@ RETURN count(i) > 0 AS injected
 
 
 class SystemPromptProvider(ContextProvider):
-    """The persisted system prompt (or the bootstrap), once per session and context window."""
+    """The prompt in effect (the project's, else the user's, else the bootstrap), once per session
+    and context window."""
 
     name = "system-prompt"
     events = frozenset({"SessionStart"})
-    prompt_name = PROMPT_NAME
 
     def provide(self, event: HookEvent, context: CaptureContext) -> str | None:
         graph = context.graph
-        rows = graph.read(LOAD_SYSTEM_PROMPT, {"name": self.prompt_name})
-        stored = rows[0]["content"] if rows and isinstance(rows[0]["content"], str) else None
-        if stored and stored.strip():
-            content, source = stored.strip(), "graph"
-            summary = f"SystemPrompt {self.prompt_name!r} version {rows[0]['version']} from the graph"
+        scope, content, version = effective(
+            graph, context.project.id if context.project else None, context.user.id if context.user else None
+        )
+        if scope is not None:
+            source, name = "graph", scope.name
+            summary = f"SystemPrompt {name!r} version {version} ({scope.describe()})"
         else:
-            content, source = BOOTSTRAP_PROMPT.strip(), "bootstrap"
-            summary = f"bootstrap prompt (no SystemPrompt {self.prompt_name!r} in the graph)"
+            source, name = "bootstrap", ""
+            summary = "bootstrap prompt (no project or user system prompt in the graph)"
         sha = hashlib.sha256(content.encode()).hexdigest()[:16]
         wiped = (event.source or "") in WIPED_SOURCES
         if (
@@ -485,7 +656,7 @@ class SystemPromptProvider(ContextProvider):
             {
                 "session_id": event.session_id,
                 "injection_id": f"{event.session_id}:{sha}:{context.event_id or now.isoformat()}",
-                "name": self.prompt_name,
+                "name": name,
                 "sha": sha,
                 "summary": f"{summary}, {len(content)} chars",
                 "source": source,
@@ -498,5 +669,5 @@ class SystemPromptProvider(ContextProvider):
         return content
 
     def warm_up(self, graph: Graph) -> None:
-        graph.read(LOAD_SYSTEM_PROMPT, {"name": self.prompt_name})
+        graph.read(EFFECTIVE, {"project_name": "", "user_name": "", "legacy": LEGACY_NAME})
         graph.read(ALREADY_INJECTED, {"session_id": "", "sha": ""})

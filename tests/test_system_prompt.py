@@ -16,7 +16,17 @@ from mkg_core.graph import Graph
 from mkg_core.host import PluginHost
 from mkg_core.plugins import make_plugin_manager
 from mkg_core.settings import Settings, load_settings
-from mkg_core.system_prompt import BOOTSTRAP_PROMPT, consolidate, history, suspicious, validate
+from mkg_core.system_prompt import (
+    BOOTSTRAP_PROMPT,
+    Scope,
+    adopt_legacy,
+    consolidate,
+    effective,
+    history,
+    seed,
+    suspicious,
+    validate,
+)
 from mkg_core.testing import CaptureRig, Neo4jServer
 from mkg_core.testing.fakellm import FakeLLM
 
@@ -24,6 +34,7 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"
 )
 USER = "ana@example.com"
+MINE = Scope.user(USER)
 PERSONA = "You are a careful engineering assistant for the RoadFlex team.\nBe concise."
 FOLD = "You maintain the persona"  # words only the consolidation prompt contains
 
@@ -46,19 +57,17 @@ def _facts(graph: Graph, n: int, *, status: str = "approved", start: int = 0, us
 
 
 def _seed_prompt(graph: Graph, text: str = PERSONA) -> None:
-    graph.write(
-        "CREATE (:SystemPrompt {name: 'default', content: $text, version: 1, last_source: 'seed'})",
-        {"text": text},
-    )
+    assert seed(graph, text, scope=MINE, summary="Ana's persona") == (True, 1)
 
 
 def _answer(prompt: str, ids: list[str] | None = None) -> dict[str, Any]:
     return {"prompt": prompt, "folded_ids": ids or [], "summary": "added Ana's preferences"}
 
 
-def _prompt(graph: Graph) -> dict[str, Any]:
+def _prompt(graph: Graph, scope: Scope = MINE) -> dict[str, Any]:
     return graph.read(
-        "MATCH (p:SystemPrompt {name: 'default'}) RETURN p.content AS content, p.version AS version"
+        "MATCH (p:SystemPrompt {name: $name}) RETURN p.content AS content, p.version AS version",
+        {"name": scope.name},
     )[0]
 
 
@@ -86,7 +95,7 @@ def test_more_than_the_threshold_folds_them_in_with_a_version_history(
     assert _prompt(graph) == {"content": new_text, "version": 2}
     (request,) = fake_llm.chats()
     assert '<untrusted-data kind="user-facts">' in request.text and PERSONA in request.text
-    versions = {row["version"]: row for row in history(graph)}
+    versions = {row["version"]: row for row in history(graph, MINE)}
     assert versions[1]["current"] is False and versions[1]["archived_at"] and versions[1]["source"] == "seed"
     assert (
         versions[2]["current"] is True
@@ -94,9 +103,9 @@ def test_more_than_the_threshold_folds_them_in_with_a_version_history(
         and versions[2]["folded"] == 5
     )
     folded = graph.read(
-        "MATCH (:SystemPrompt {name: 'default'})-[:CONSOLIDATED]->(l:Learning) WHERE l.consolidated_at IS "
-        "NOT NULL "
-        "RETURN l.id AS id ORDER BY id"
+        "MATCH (:SystemPrompt {name: $name})-[:CONSOLIDATED]->(l:Learning) WHERE l.consolidated_at IS "
+        "NOT NULL RETURN l.id AS id ORDER BY id",
+        {"name": MINE.name},
     )
     assert [row["id"] for row in folded] == sorted(ids[:5])  # the made-up id is ignored
     run = graph.read(
@@ -124,11 +133,9 @@ def test_without_a_stored_prompt_it_starts_from_the_bootstrap(
     fake_llm.reply(_answer(BOOTSTRAP_PROMPT + "\nAna prefers terse answers."), when=FOLD)
     outcome = consolidate(graph, settings_, USER)
     assert outcome.status == "consolidated" and outcome.version == 1
-    versions = history(graph)
-    assert [(v["version"], v["source"], v["current"]) for v in versions] == [
-        (0, "bootstrap", False),
-        (1, "consolidation", True),
-    ]
+    versions = history(graph, MINE)
+    assert [(v["version"], v["source"], v["current"]) for v in versions] == [(1, "consolidation", True)]
+    assert BOOTSTRAP_PROMPT.strip() in fake_llm.chats()[0].text
 
 
 INJECTED_FACTS = [
@@ -226,7 +233,7 @@ def test_an_llm_outage_changes_nothing_and_says_why(
 def test_mkg_prompt_show_history_diff_and_rollback(
     graph: Graph, settings_: Settings, fake_llm: FakeLLM, neo4j_server: Neo4jServer, monkeypatch
 ) -> None:
-    for key, value in neo4j_server.settings_env().items():
+    for key, value in {**neo4j_server.settings_env(), "MKG_USER_ID": USER, "MKG_PROJECT_ID": "p1"}.items():
         monkeypatch.setenv(key, value)
     _seed_prompt(graph)
     _facts(graph, 6)
@@ -235,7 +242,8 @@ def test_mkg_prompt_show_history_diff_and_rollback(
     cli = build_cli(PluginHost(make_plugin_manager(load_entrypoints=False, environ={})))
     runner = CliRunner()
     shown = runner.invoke(cli, ["prompt", "show"])
-    assert shown.exit_code == 0 and "# version 2" in shown.output and "Ana likes tea." in shown.output
+    assert shown.exit_code == 0 and "Ana likes tea." in shown.output
+    assert f"# the default system prompt of user {USER}, version 2" in shown.output
     listed = json.loads(runner.invoke(cli, ["prompt", "history", "--json"]).output)
     assert [(v["version"], v["current"]) for v in listed] == [(1, False), (2, True)]
     diff = runner.invoke(cli, ["prompt", "diff", "1", "2"])
@@ -243,9 +251,97 @@ def test_mkg_prompt_show_history_diff_and_rollback(
     rolled = runner.invoke(cli, ["prompt", "rollback", "1"])
     assert rolled.exit_code == 0 and "now version 3, with the text of version 1" in rolled.output
     assert _prompt(graph) == {"content": PERSONA, "version": 3}
-    assert history(graph)[-1]["source"] == "rollback"
+    assert history(graph, MINE)[-1]["source"] == "rollback"
     missing = runner.invoke(cli, ["prompt", "diff", "1", "9"])
-    assert missing.exit_code == 1 and "there is no version 9" in missing.output
+    assert missing.exit_code == 1 and f"user {USER} has no version 9" in missing.output
+
+
+def test_mkg_prompt_set_and_reset_a_project_prompt_over_the_users_default(
+    graph: Graph, neo4j_server: Neo4jServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for key, value in {**neo4j_server.settings_env(), "MKG_USER_ID": USER, "MKG_PROJECT_ID": "p1"}.items():
+        monkeypatch.setenv(key, value)
+    cli = build_cli(PluginHost(make_plugin_manager(load_entrypoints=False, environ={})))
+    runner = CliRunner()
+    nothing = runner.invoke(cli, ["prompt", "show"])
+    assert nothing.exit_code == 0 and "sessions get the built-in bootstrap prompt" in nothing.output
+    persona = tmp_path / "persona.md"
+    persona.write_text(PERSONA)
+    mine = runner.invoke(cli, ["prompt", "set", str(persona)])  # nothing in effect: your default
+    assert mine.exit_code == 0 and f"default system prompt of user {USER} is now version 1" in mine.output
+    persona.write_text("You are the release captain of p1.")
+    ours = runner.invoke(cli, ["prompt", "set", "--scope", "project", str(persona)])
+    assert ours.exit_code == 0 and "system prompt of project p1 is now version 1" in ours.output
+    assert effective(graph, "p1", USER)[1] == "You are the release captain of p1."
+    assert effective(graph, "p2", USER)[1] == PERSONA  # another project: the user's default
+    assert effective(graph, "p2", "bo@example.com")[1] == BOOTSTRAP_PROMPT.strip()  # another user
+
+    reset = runner.invoke(cli, ["prompt", "reset"])  # the one in effect: the project's
+    assert reset.exit_code == 0, reset.output
+    assert f"now get the default system prompt of user {USER}" in reset.output
+    assert effective(graph, "p1", USER)[1] == PERSONA
+    history_p1 = history(graph, Scope.project("p1"))
+    assert [(v["version"], v["source"], v["chars"]) for v in history_p1] == [
+        (1, "manual", len("You are the release captain of p1.")),
+        (2, "reset", 0),
+    ]
+    again = runner.invoke(cli, ["prompt", "reset", "--scope", "project"])
+    assert again.exit_code == 0 and "is not set; nothing to reset" in again.output
+    undo = runner.invoke(cli, ["prompt", "rollback", "1", "--scope", "project"])
+    assert undo.exit_code == 0 and effective(graph, "p1", USER)[1].startswith("You are the release captain")
+    runner.invoke(cli, ["prompt", "reset", "--scope", "user"])
+    assert effective(graph, "p2", USER)[1] == BOOTSTRAP_PROMPT.strip()
+    empty = runner.invoke(cli, ["prompt", "set", "-"], input="  \n")
+    assert empty.exit_code == 1 and "cannot be empty" in empty.output
+
+
+#: What an older MKG left: one prompt for everyone, seeded, consolidated, then seeded by the demo.
+LEGACY = """
+CREATE (p:SystemPrompt {name: 'default', content: $demo, version: 3, last_source: 'seed'})
+CREATE (p)-[:HAS_VERSION]->(:SystemPromptVersion {id: 'default:v1', name: 'default', version: 1,
+  content: $persona, source: 'seed', is_current: false})
+CREATE (p)-[:HAS_VERSION]->(:SystemPromptVersion {id: 'default:v2', name: 'default', version: 2,
+  content: $consolidated, source: 'consolidation', is_current: false})
+CREATE (p)-[:HAS_VERSION]->(:SystemPromptVersion {id: 'default:v3', name: 'default', version: 3,
+  content: $demo, source: 'seed', is_current: true})
+"""
+
+
+def test_the_prompt_of_older_versions_becomes_its_users_default_without_the_demo_persona(
+    graph: Graph,
+) -> None:
+    consolidated = PERSONA + "\nAna likes tea."
+    graph.write(
+        LEGACY, {"persona": PERSONA, "consolidated": consolidated, "demo": "You are RoadFlex's agent."}
+    )
+    assert adopt_legacy(graph, USER) is True
+    assert adopt_legacy(graph, "bo@example.com") is False  # adopted once, by the first user
+    versions = history(graph, MINE)
+    assert [(v["version"], v["source"]) for v in versions] == [
+        (1, "seed"),
+        (2, "consolidation"),
+        (3, "seed"),
+        (4, "migration"),
+    ]
+    assert _prompt(graph) == {"content": consolidated, "version": 4}  # back to what consolidation made
+    ids = graph.read("MATCH (v:SystemPromptVersion) RETURN collect(v.id) AS ids")[0]["ids"]
+    assert sorted(ids) == [f"{MINE.name}:v{n}" for n in range(1, 5)]
+    assert effective(graph, "any-project", USER)[1] == consolidated
+    assert effective(graph, "any-project", "bo@example.com")[1] == BOOTSTRAP_PROMPT.strip()
+
+
+def test_a_legacy_prompt_only_a_seeder_wrote_is_reset_and_kept_in_the_history(graph: Graph) -> None:
+    graph.write(
+        "CREATE (:SystemPrompt {name: 'default', content: 'RoadFlex.', version: 1, last_source: 'seed'})"
+    )
+    assert effective(graph, "p1", USER)[1] == BOOTSTRAP_PROMPT.strip()  # adopted on the way
+    assert [(v["version"], v["source"]) for v in history(graph, MINE)] == [(1, "seed"), (2, "migration")]
+    assert _prompt(graph) == {"content": None, "version": 2}
+
+
+def test_a_legacy_prompt_a_person_wrote_is_kept(graph: Graph) -> None:
+    graph.write("CREATE (:SystemPrompt {name: 'default', content: 'You are my pair.', version: 2})")
+    assert effective(graph, "p1", USER)[1:] == ("You are my pair.", 2)
 
 
 def test_session_end_runs_the_service_in_the_worker(
@@ -264,3 +360,26 @@ def test_session_end_runs_the_service_in_the_worker(
     assert capture.hook("claude", "SessionEnd", payload).returncode == 0
     capture.drain()
     assert _prompt(graph)["version"] == 2
+
+
+def test_session_start_gets_the_projects_prompt_else_the_users_else_the_bootstrap(
+    capture: CaptureRig, graph: Graph
+) -> None:
+    seed(graph, PERSONA, scope=MINE, summary="Ana's persona")
+    seed(graph, "You are RoadFlex's sales assistant.", scope=Scope.project("roadflex"), summary="demo")
+    capture.start_worker()
+
+    def started(session: str, project: str, user: str) -> str:
+        payload = {"session_id": session, "hook_event_name": "SessionStart", "source": "startup"}
+        env = {"MKG_PROJECT_ID": project, "MKG_USER_ID": user}
+        out = capture.hook("claude", "SessionStart", payload, env=env).stdout
+        return str(json.loads(out)["hookSpecificOutput"]["additionalContext"])
+
+    assert started("s1", "roadflex", USER).startswith("You are RoadFlex's sales assistant.")
+    assert started("s2", "billing", USER).startswith(PERSONA)
+    assert started("s3", "billing", "bo@example.com").startswith(BOOTSTRAP_PROMPT.strip()[:80])
+    linked = graph.read(
+        "MATCH (s:Session)-[:INJECTED]->(i)-[:OF_PROMPT]->(p:SystemPrompt) "
+        "RETURN s.session_id AS session, p.name AS prompt ORDER BY session"
+    )
+    assert linked == [{"session": "s1", "prompt": "project:roadflex"}, {"session": "s2", "prompt": MINE.name}]

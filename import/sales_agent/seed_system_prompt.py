@@ -1,4 +1,5 @@
-"""Persist system_prompt.md, the RoadFlex persona, as (:SystemPrompt {name: 'default'}).
+"""Persist system_prompt.md, the RoadFlex persona, as the system prompt of the current project
+(``MKG_PROJECT_ID``, else the current folder's), never as anyone's default.
 
 The same as ``mkg seed sales-agent-prompt``; idempotent. Neo4j settings come from the environment and .env
 files as for every MKG command.

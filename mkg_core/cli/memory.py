@@ -186,43 +186,121 @@ def backfill_command(app: App, batch: int) -> None:
     guarded(run)
 
 
+SCOPE_OPTION = click.option(
+    "--scope",
+    type=click.Choice(["user", "project"]),
+    default=None,
+    help="Your default prompt, or the project's own (default: the one in effect in this project).",
+)
+PROJECT_OPTION = click.option(
+    "--project", "project_id", help="Project id (default: the project of the current folder)."
+)
+
+
 @click.group("prompt")
 def prompt_group() -> None:
-    """See, compare and roll back the persisted system prompt (SystemPrompt 'default')."""
+    """See, set, compare, roll back and reset the system prompt injected when a session starts.
+
+    Each user has a default prompt (consolidation folds approved facts about you into it) and a
+    project may have its own, which then applies instead. Without either, sessions get MKG's
+    built-in bootstrap prompt.
+    """
+
+
+def _prompt_scope(
+    app: App, graph: Graph, kind: str | None, project_id: str | None
+) -> tuple[system_prompt.Scope | None, str, str]:
+    """The scope a command acts on (None: nothing is in effect), and the project and user ids."""
+    env = {"MKG_PROJECT_ID": project_id} if project_id else None
+    project = resolve_project(environ=env) if env else resolve_project()
+    user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
+    system_prompt.adopt_legacy(graph, user.id)
+    if kind == "user":
+        return system_prompt.Scope.user(user.id), project.id, user.id
+    if kind == "project":
+        return system_prompt.Scope.project(project.id), project.id, user.id
+    scope, _, _ = system_prompt.effective(graph, project.id, user.id)
+    return scope, project.id, user.id
+
+
+def _nothing_in_effect(project_id: str, user_id: str) -> str:
+    return (
+        f"No system prompt is stored for project {project_id} or user {user_id}: sessions get the "
+        "built-in bootstrap prompt (`mkg prompt set` stores one)."
+    )
 
 
 @prompt_group.command("show")
+@SCOPE_OPTION
+@PROJECT_OPTION
 @pass_app
-def prompt_show(app: App) -> None:
-    """Print the current system prompt and its version."""
+def prompt_show(app: App, scope: str | None, project_id: str | None) -> None:
+    """Print a prompt and its version (default: the one sessions here get)."""
 
     def run() -> None:
         with Graph.connect(app.settings()) as graph:
-            row = graph.read(system_prompt.LOAD, {"name": system_prompt.PROMPT_NAME})[0]
-        if row["content"] is None:
-            click.echo("No system prompt is stored yet: sessions get the built-in bootstrap prompt.")
+            chosen, project, user = _prompt_scope(app, graph, scope, project_id)
+            if chosen is None:
+                click.echo(_nothing_in_effect(project, user))
+                return
+            content, version = system_prompt.current(graph, chosen)
+        if content is None:
+            click.echo(f"{chosen.describe().capitalize()} is not set (version {version}).")
             return
-        click.echo(f"# version {row['version']}\n")
-        click.echo(row["content"])
+        click.echo(f"# {chosen.describe()}, version {version}\n")
+        click.echo(content)
+
+    guarded(run)
+
+
+@prompt_group.command("set")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@SCOPE_OPTION
+@PROJECT_OPTION
+@pass_app
+def prompt_set(app: App, file: Any, scope: str | None, project_id: str | None) -> None:
+    """Store FILE's text (`-` reads stdin) as a new version of a prompt (default: the one in
+    effect here, else your default)."""
+
+    def run() -> None:
+        text = file.read()
+        with Graph.connect(app.settings()) as graph:
+            chosen, _, user = _prompt_scope(app, graph, scope, project_id)
+            chosen = chosen or system_prompt.Scope.user(user)
+            written, version = system_prompt.seed(
+                graph, text, scope=chosen, summary=f"set from {file.name}", source="manual"
+            )
+        if written:
+            click.echo(f"{chosen.describe().capitalize()} is now version {version}.")
+        else:
+            click.echo(f"{chosen.describe().capitalize()} already has this text (version {version}).")
 
     guarded(run)
 
 
 @prompt_group.command("history")
+@SCOPE_OPTION
+@PROJECT_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
-def prompt_history(app: App, as_json: bool) -> None:
-    """List every version: when, from what (seed, consolidation, rollback), what was folded."""
+def prompt_history(app: App, scope: str | None, project_id: str | None, as_json: bool) -> None:
+    """List every version: when, from what (seed, consolidation, set, rollback, reset), what was
+    folded."""
 
     def run() -> None:
         with Graph.connect(app.settings()) as graph:
-            rows = system_prompt.history(graph)
+            chosen, project, user = _prompt_scope(app, graph, scope, project_id)
+            rows = system_prompt.history(graph, chosen) if chosen else []
         if as_json:
             print_json(rows)
             return
-        if not rows:
-            click.echo("No versions yet.")
+        if chosen is None:
+            click.echo(_nothing_in_effect(project, user))
             return
+        if not rows:
+            click.echo(f"{chosen.describe().capitalize()} has no versions yet.")
+            return
+        click.echo(f"# {chosen.describe()}")
         for row in rows:
             mark = "*" if row["current"] else " "
             folded = f", folded {row['folded']} fact(s)" if row["folded"] else ""
@@ -237,14 +315,20 @@ def prompt_history(app: App, as_json: bool) -> None:
 @prompt_group.command("diff")
 @click.argument("v1", type=int)
 @click.argument("v2", type=int)
+@SCOPE_OPTION
+@PROJECT_OPTION
 @pass_app
-def prompt_diff(app: App, v1: int, v2: int) -> None:
+def prompt_diff(app: App, v1: int, v2: int, scope: str | None, project_id: str | None) -> None:
     """Show what changed between two versions, as a unified diff."""
     import difflib
 
     def run() -> None:
         with Graph.connect(app.settings()) as graph:
-            old, new = system_prompt.version_content(graph, v1), system_prompt.version_content(graph, v2)
+            chosen, project, user = _prompt_scope(app, graph, scope, project_id)
+            if chosen is None:
+                raise system_prompt.PromptError(_nothing_in_effect(project, user))
+            old = system_prompt.version_content(graph, chosen, v1) or ""
+            new = system_prompt.version_content(graph, chosen, v2) or ""
         lines = difflib.unified_diff(
             old.splitlines(), new.splitlines(), fromfile=f"v{v1}", tofile=f"v{v2}", lineterm=""
         )
@@ -255,14 +339,46 @@ def prompt_diff(app: App, v1: int, v2: int) -> None:
 
 @prompt_group.command("rollback")
 @click.argument("version", type=int)
+@SCOPE_OPTION
+@PROJECT_OPTION
 @pass_app
-def prompt_rollback(app: App, version: int) -> None:
+def prompt_rollback(app: App, version: int, scope: str | None, project_id: str | None) -> None:
     """Make VERSION's text current again (recorded as a new version, so it can be undone too)."""
 
     def run() -> None:
         with Graph.connect(app.settings()) as graph:
-            new = system_prompt.rollback(graph, version)
-        click.echo(f"The system prompt is now version {new}, with the text of version {version}.")
+            chosen, project, user = _prompt_scope(app, graph, scope, project_id)
+            if chosen is None:
+                raise system_prompt.PromptError(_nothing_in_effect(project, user))
+            new = system_prompt.rollback(graph, chosen, version)
+        click.echo(
+            f"{chosen.describe().capitalize()} is now version {new}, with the text of version {version}."
+        )
+
+    guarded(run)
+
+
+@prompt_group.command("reset")
+@SCOPE_OPTION
+@PROJECT_OPTION
+@pass_app
+def prompt_reset(app: App, scope: str | None, project_id: str | None) -> None:
+    """Stop using a prompt (default: the one in effect here): a project then gets your default, you
+    get the built-in bootstrap. Recorded as a new version; `mkg prompt rollback` undoes it."""
+
+    def run() -> None:
+        with Graph.connect(app.settings()) as graph:
+            chosen, project, user = _prompt_scope(app, graph, scope, project_id)
+            if chosen is None:
+                click.echo(_nothing_in_effect(project, user))
+                return
+            version = system_prompt.reset(graph, chosen)
+            after, _, _ = system_prompt.effective(graph, project, user)
+        if version is None:
+            click.echo(f"{chosen.describe().capitalize()} is not set; nothing to reset.")
+            return
+        now = after.describe() if after else "the built-in bootstrap prompt"
+        click.echo(f"Reset {chosen.describe()} (version {version}); sessions in {project} now get {now}.")
 
     guarded(run)
 

@@ -323,7 +323,8 @@ CALL () { MATCH (l:Learning) WHERE l.source <> 'seed'
             AND (l.project_id = $project OR (l.scope = 'user' AND l.user_id = $user))
           RETURN count(l) AS learned }
 CALL () { MATCH (o:Observation {project_id: $project}) RETURN count(o) AS observations }
-CALL () { OPTIONAL MATCH (p:SystemPrompt {name: 'default'}) RETURN coalesce(p.version, 0) AS prompt_version }
+CALL () { OPTIONAL MATCH (p:SystemPrompt {name: 'project:' + $project})
+          RETURN coalesce(p.version, 0) AS prompt_version }
 RETURN accounts, products, contacts, csms, sessions, events, seeded_learnings, learned, observations,
        prompt_version
 """

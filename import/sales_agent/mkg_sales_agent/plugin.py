@@ -45,9 +45,12 @@ def _learnings(context: SeedContext) -> None:
 def _system_prompt(context: SeedContext) -> None:
     from .seeders import seed_system_prompt
 
-    written, version, chars = seed_system_prompt(context.graph)
+    project_id, _ = _project()
+    written, version, chars = seed_system_prompt(context.graph, project_id)
     action = "written" if written else "unchanged"
-    context.progress(f"(:SystemPrompt {{name: 'default'}}) {action}, version {version}, {chars} characters")
+    context.progress(
+        f"system prompt of project {project_id!r}: {action}, version {version}, {chars} characters"
+    )
 
 
 def _bigquery(context: SeedContext) -> None:
@@ -89,7 +92,11 @@ def mkg_register_seeders(config: Settings) -> list[Seeder]:
         ),
         Seeder("sales-agent-graph", "RoadFlex accounts, products, contacts, CSMs and usage", _graph),
         Seeder("sales-agent-learnings", "RoadFlex bootstrap learnings for the current project", _learnings),
-        Seeder("sales-agent-prompt", "the RoadFlex sales persona as the system prompt", _system_prompt),
+        Seeder(
+            "sales-agent-prompt",
+            "the RoadFlex sales persona as the current project's system prompt",
+            _system_prompt,
+        ),
         Seeder(
             "sales-agent-bigquery", "the RoadFlex tables in BigQuery, then their neocarta catalog", _bigquery
         ),

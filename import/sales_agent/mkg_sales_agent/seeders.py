@@ -10,7 +10,7 @@ nothing.
     (:CSM {name})-[:OWNS]->(:Account {id})-[:USES_PRODUCT {contracted_seats, mau, ...}]->(:Product {sku})
     (:Account)-[:HAS_CONTACT]->(:Contact {contact_id})
     (:Project)-[:HAS_LEARNING]->(:Learning {status: 'approved', source: 'seed'})
-    (:SystemPrompt {name: 'default'})-[:HAS_VERSION]->(:SystemPromptVersion)
+    (:SystemPrompt {name: 'project:<project id>'})-[:HAS_VERSION]->(:SystemPromptVersion)
 """
 
 from __future__ import annotations
@@ -273,10 +273,16 @@ def persona() -> str:
     return resources.files(__package__).joinpath("system_prompt.md").read_text(encoding="utf-8")
 
 
-def seed_system_prompt(graph: Graph) -> tuple[bool, int, int]:
-    """Persist the RoadFlex persona as the current system prompt: (written, version, characters)."""
+def seed_system_prompt(graph: Graph, project_id: str) -> tuple[bool, int, int]:
+    """Persist the RoadFlex persona as the project's own system prompt (never anyone's default):
+    (written, version, characters)."""
     text = persona()
-    written, version = system_prompt.seed(graph, text, summary="RoadFlex sales persona (system_prompt.md)")
+    written, version = system_prompt.seed(
+        graph,
+        text,
+        scope=system_prompt.Scope.project(project_id),
+        summary="RoadFlex sales persona (system_prompt.md)",
+    )
     return written, version, len(text.strip())
 
 
@@ -300,9 +306,9 @@ def seed_minimum(
     vectors = "with embeddings" if context.embedder is not None else "text only (no embedder available)"
     count = len(rows)
     say(f"learnings: {count} bootstrap learnings in project {project_id!r}, {approved} approved, {vectors}")
-    written, version, chars = seed_system_prompt(graph)
+    written, version, chars = seed_system_prompt(graph, project_id)
     action = "written" if written else "unchanged"
-    say(f"system prompt: (:SystemPrompt {{name: 'default'}}) {action}, version {version}, {chars} characters")
+    say(f"system prompt of project {project_id!r}: {action}, version {version}, {chars} characters")
 
 
 def seed_warehouse(context: SeedContext, data: Dataset | None = None, *, required: bool = False) -> bool:

@@ -124,9 +124,12 @@ def test_seeding_twice_changes_nothing(seed_env: dict[str, str], graph: Graph) -
         "MATCH (:Project {id: 'roadflex-test'})-[:HAS_LEARNING]->"
         "(l:Learning {status: 'approved', source: 'seed'}) "
         "WITH accounts, owned, count(l) AS learnings "
-        "MATCH (p:SystemPrompt {name: 'default'}) RETURN accounts, owned, learnings, p.version AS version"
+        "MATCH (p:SystemPrompt {name: 'project:roadflex-test'}) "
+        "RETURN accounts, owned, learnings, p.version AS version"
     )
     assert counts == [{"accounts": 48, "owned": 48, "learnings": len(LEARNINGS), "version": 1}]
+    prompts = graph.read("MATCH (p:SystemPrompt) RETURN p.name AS name")
+    assert prompts == [{"name": "project:roadflex-test"}]  # the persona changes nobody's default
     data = build_dataset()
     expected_lines = len(data.latest_usage())
     assert graph.read("MATCH ()-[r:USES_PRODUCT]->() RETURN count(r) AS n")[0]["n"] == expected_lines
