@@ -55,12 +55,17 @@ class ToolSpec:
     The function's parameters (with type hints) are the tool's input. If its first parameter is
     named ``context``, the server passes a :class:`ToolContext` there and does not show it to the
     agent. Raise :class:`~mkg_core.errors.MkgError` (or a subclass) for a clear tool error.
+
+    ``needs_approval``: a harness that can ask its user before a call (Codex's per-tool approval)
+    asks before every call of this tool; set it for tools that write memory for good or reach
+    outside MKG (a warehouse query that costs money).
     """
 
     name: str
     fn: Callable[..., Any]
     description: str
     read_only: bool = True
+    needs_approval: bool = False
 
     def __post_init__(self) -> None:
         _check_name("tool", self.name, _TOOL_NAME_RE)

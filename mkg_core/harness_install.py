@@ -20,11 +20,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from . import runtime
 from .errors import MkgError
+
+if TYPE_CHECKING:
+    from .host import PluginHost
+    from .settings import Settings
 
 __all__ = [
     "DESCRIPTION",
@@ -50,6 +55,7 @@ __all__ = [
     "plugin_manifest",
     "plugin_payload",
     "remove_folder",
+    "tools_needing_approval",
     "version",
     "warm_mcp",
     "write_or_list",
@@ -180,6 +186,14 @@ def mcp_server(
     """The MKG MCP server's entry (command, arguments, environment) in a harness's configuration."""
     env = {**(pinned or {}), "MKG_CLIENT": client}
     return {"command": server, "args": [], "env": env, **(extra or {})}
+
+
+def tools_needing_approval(host: PluginHost, settings: Settings) -> list[str]:
+    """The MCP tools whose every call the user approves first, where the harness can ask
+    (:attr:`~mkg_core.contrib.ToolSpec.needs_approval`), of every installed plugin, mounted or not."""
+    return sorted(
+        tool.name for group in host.tool_groups(settings) for tool in group.tools if tool.needs_approval
+    )
 
 
 def plugin_manifest() -> dict[str, object]:

@@ -299,7 +299,11 @@ def core_tool_groups() -> list[ToolGroup]:
             (
                 ToolSpec("project_get_context", project_get_context, _doc(project_get_context)),
                 ToolSpec(
-                    "project_add_learning", project_add_learning, _doc(project_add_learning), read_only=False
+                    "project_add_learning",
+                    project_add_learning,
+                    _doc(project_add_learning),
+                    read_only=False,
+                    needs_approval=True,
                 ),
                 ToolSpec("episode_search", episode_search, _doc(episode_search)),
                 ToolSpec("episode_fetch", episode_fetch, _doc(episode_fetch)),
@@ -309,6 +313,7 @@ def core_tool_groups() -> list[ToolGroup]:
                     project_resolve_learning,
                     _doc(project_resolve_learning),
                     read_only=False,
+                    needs_approval=True,
                 ),
             ),
             description="project memory, the episode timeline and the human review queue",

@@ -20,14 +20,14 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from mkg_core import envfiles
-from mkg_core.cli import guarded
+from mkg_core.cli import App, guarded, pass_app
 from mkg_core.harness_install import (
     DRY_RUN,
     MARKETPLACE_NAME,
@@ -41,6 +41,7 @@ from mkg_core.harness_install import (
     pinned_env,
     plugin_payload,
     remove_folder,
+    tools_needing_approval,
     warm_mcp,
     write_or_list,
 )
@@ -60,7 +61,25 @@ EVENTS = (
 )
 MATCHERS = {"SessionStart": "startup|resume|clear|compact", "PreToolUse": ".*", "PostToolUse": ".*"}
 #: Codex gives an MCP server 10 s to start by default; a busy machine can need more.
-MCP_EXTRA = {"startup_timeout_sec": 30}
+STARTUP_TIMEOUT = 30
+
+
+def mcp_extra(approvals: Iterable[str]) -> dict[str, object]:
+    """The Codex keys of MKG's MCP server entry: the start-up timeout, and per-tool approval.
+
+    Codex 0.171's ``approval_mode``: ``prompt`` asks before every call (in ``codex exec``, which
+    cannot ask, the call fails and the model is told so); ``approve`` never asks. The server's
+    default is ``approve``, because Codex's own default asks for every tool not marked read-only;
+    the tools that need approval (``ToolSpec.needs_approval``) get ``prompt``. A tool named here
+    that the server does not offer (a provider not configured) is ignored by Codex.
+    """
+    return {
+        "startup_timeout_sec": STARTUP_TIMEOUT,
+        "default_tools_approval_mode": "approve",
+        "tools": {name: {"approval_mode": "prompt"} for name in approvals},
+    }
+
+
 TRUST_BEGIN = "# -- hook trust written by `mkg codex install` (begin) --"
 TRUST_END = "# -- hook trust written by `mkg codex install` (end) --"
 
@@ -177,14 +196,14 @@ def write_trust(config: Path, block: str | None) -> None:
 # -- install and uninstall -----------------------------------------------------------------------------
 
 
-def install(dry_run: bool, echo: Callable[[str], None] = click.echo) -> None:
+def install(dry_run: bool, approvals: Iterable[str] = (), echo: Callable[[str], None] = click.echo) -> None:
     root = marketplace_dir()
     payload = plugin_payload(
         client=CLIENT,
         events=EVENTS,
         matchers=MATCHERS,
         extra=package_files("mkg_codex", "payload"),
-        mcp_extra=MCP_EXTRA,
+        mcp_extra=mcp_extra(approvals),
     )
     write_or_list(payload, root, dry_run=dry_run, echo=echo)
     run, codex = harness_runner("codex", "MKG_CODEX_BIN", dry_run=dry_run, echo=echo)
@@ -228,29 +247,39 @@ def codex_group() -> None:
 
 @codex_group.command("install")
 @DRY_RUN
-def install_command(dry_run: bool) -> None:
+@pass_app
+def install_command(app: App, dry_run: bool) -> None:
     """Write the MKG plugin to a local marketplace, add it with the codex CLI and trust its hooks.
 
-    Safe to run again: it refreshes the plugin and its hook trust, e.g. after upgrading MKG.
+    Codex asks before each call of the tools that write memory or reach a warehouse
+    (project_add_learning, project_resolve_learning, bigquery_execute_query). Safe to run again: it
+    refreshes the plugin and its hook trust, e.g. after upgrading MKG or adding a provider.
     """
-    guarded(lambda: install(dry_run))
+    guarded(lambda: install(dry_run, tools_needing_approval(app.host, app.settings())))
 
 
-def mcp_config_toml() -> str:
-    """The ``[mcp_servers.meta-knowledge-graph]`` table of ``config.toml`` that starts MKG's MCP server."""
+def mcp_config_toml(approvals: Iterable[str] = ()) -> str:
+    """The ``[mcp_servers.meta-knowledge-graph]`` table of ``config.toml`` that starts MKG's MCP server,
+    with a ``tools.<tool>`` table for each tool Codex asks about first."""
     env = {**pinned_env(), "MKG_CLIENT": CLIENT}
     pairs = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
     command = json.dumps(executable("meta-knowledge-graph"))
-    return (
+    extra = mcp_extra(approvals)
+    table = (
         f"[mcp_servers.{MCP_SERVER_NAME}]\ncommand = {command}\nargs = []\n"
-        f"startup_timeout_sec = {MCP_EXTRA['startup_timeout_sec']}\nenv = {{ {pairs} }}\n"
+        f"startup_timeout_sec = {extra['startup_timeout_sec']}\n"
+        f'default_tools_approval_mode = "{extra["default_tools_approval_mode"]}"\nenv = {{ {pairs} }}\n'
     )
+    for name in approvals:
+        table += f'\n[mcp_servers.{MCP_SERVER_NAME}.tools.{name}]\napproval_mode = "prompt"\n'
+    return table
 
 
 @codex_group.command("mcp-config")
-def mcp_config_command() -> None:
+@pass_app
+def mcp_config_command(app: App) -> None:
     """Print the config.toml table that starts MKG's MCP server (the plugin does this already)."""
-    guarded(lambda: click.echo(mcp_config_toml(), nl=False))
+    guarded(lambda: click.echo(mcp_config_toml(tools_needing_approval(app.host, app.settings())), nl=False))
 
 
 @codex_group.command("uninstall")

@@ -25,6 +25,8 @@ CODEX = "@openai/codex@0.171.0"
 SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
 SAVE_SAID = "I will keep the deploy day in project memory."
+GATED = "Releases are frozen in December."
+APPROVAL = "MCP tool call requires approval"
 READ_SAID = "Let me check the deploy notes first."
 #: What marks a model request, and MKG's tools in one (Codex offers them as a namespace, the
 #: server's name with its hyphens made underscores).
@@ -61,9 +63,9 @@ def _env(capture: CaptureRig, fake: FakeResponses, home: Path, codex: Path) -> d
     }
 
 
-def _run(codex: Path, env: dict[str, str], cwd: Path, prompt: str) -> list[dict[str, Any]]:
+def _run(codex: Path, env: dict[str, str], cwd: Path, prompt: str, *options: str) -> list[dict[str, Any]]:
     result = subprocess.run(
-        [str(codex), "exec", "--skip-git-repo-check", "--json", prompt],
+        [str(codex), "exec", "--skip-git-repo-check", "--json", *options, prompt],
         env=env, cwd=cwd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -87,6 +89,8 @@ def test_codex_with_mkg_installed_remembers_across_sessions(
     fake.call_tool("remember", "project_add_learning", say=SAVE_SAID, text=NEW, scope="project")
     (project / "DEPLOY.md").write_text("Deploys happen on Fridays after the freeze.\n")
     fake.call_tool("production", "exec_command", say=READ_SAID, cmd="cat DEPLOY.md")
+    fake.call_tool("freeze-note", "project_add_learning", text=GATED, scope="project")
+    fake.call_tool("context-check", "project_get_context", query="deploy")
     with fake.running():
         (home / ".codex" / "config.toml").write_text(fake.config_toml())
         env = _env(capture, fake, home, codex_bin)
@@ -154,6 +158,26 @@ def test_codex_with_mkg_installed_remembers_across_sessions(
                 seen = len(fake.bodies())
                 _run(codex_bin, env, project, f"Session {number}: what do we know about the staging cluster?")
                 assert TOOLS in first_model_request(fake.bodies()[seen:], MODEL_REQUEST), number
+        capture.wait_drained()
+
+        # Approval: with a sandbox that is not full access, Codex applies each tool's approval_mode.
+        # `codex exec` cannot ask anyone, so a tool that needs approval is not run (the model is told
+        # why); the other MKG tools run without asking.
+        def mcp_calls(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [i["item"] for i in items if i.get("type") == "item.completed"
+                    and i.get("item", {}).get("type") == "mcp_tool_call"]  # fmt: skip
+
+        seen = len(fake.bodies())
+        [gated] = mcp_calls(_run(codex_bin, env, project, "freeze-note: keep this for later", "-s", "read-only"))
+        assert gated["tool"] == "project_add_learning" and gated["status"] == "failed", gated
+        assert gated["arguments"]["text"] == GATED
+        assert APPROVAL in gated["error"]["message"]
+        assert any(APPROVAL in body for body in fake.bodies()[seen:])  # the model was told
+        assert graph.read("MATCH (l:Learning {text: $t}) RETURN l", {"t": GATED}) == []
+        [free] = mcp_calls(
+            _run(codex_bin, env, project, "context-check: what do we know?", "-s", "read-only")
+        )
+        assert free["tool"] == "project_get_context" and free["status"] == "completed", free
         capture.wait_drained()
 
         # The turn and tool-call projection of the sessions, from their events and transcripts.

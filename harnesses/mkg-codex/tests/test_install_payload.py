@@ -35,6 +35,10 @@ def test_install_without_the_cli_writes_the_plugin_and_prints_the_commands(tmp_p
     skills = sorted(p.name for p in (plugin / "skills").iterdir())
     assert skills == ["mkg-orchestrate", "mkg-recall", "mkg-review", "mkg-start", "sales-agent-demo"]
     assert (plugin / "skills" / "mkg-start" / "SKILL.md").read_text().startswith("---\nname: mkg-start\n")
+    gated = {"project_add_learning", "project_resolve_learning", "bigquery_execute_query"}
+    entry = json.loads((plugin / ".mcp.json").read_text())["mcpServers"]["meta-knowledge-graph"]
+    assert entry["default_tools_approval_mode"] == "approve"  # Codex would ask for every writing tool
+    assert entry["tools"] == {name: {"approval_mode": "prompt"} for name in gated}
 
     toml = subprocess.run(
         [str(BIN_DIR / "mkg"), "codex", "mcp-config"], env=env, capture_output=True, text=True, timeout=120
@@ -42,6 +46,10 @@ def test_install_without_the_cli_writes_the_plugin_and_prints_the_commands(tmp_p
     server = tomllib.loads(toml.stdout)["mcp_servers"]["meta-knowledge-graph"]
     assert (
         server["command"] == str(BIN_DIR / "meta-knowledge-graph") and server["env"]["MKG_CLIENT"] == "codex"
+    )
+    assert server["default_tools_approval_mode"] == "approve"
+    assert {name: tool["approval_mode"] for name, tool in server["tools"].items()} == dict.fromkeys(
+        gated, "prompt"
     )
 
 

@@ -240,7 +240,14 @@ def missing(settings: Settings) -> list[str]:
 def tool_group() -> ToolGroup:
     return ToolGroup(
         "bigquery",
-        (ToolSpec("bigquery_execute_query", bigquery_execute_query, bigquery_execute_query.__doc__ or ""),),
+        (
+            ToolSpec(
+                "bigquery_execute_query",
+                bigquery_execute_query,
+                bigquery_execute_query.__doc__ or "",
+                needs_approval=True,
+            ),
+        ),
         description="Read-only BigQuery SQL through a remote BigQuery MCP endpoint",
         missing=missing,
     )
