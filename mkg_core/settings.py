@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     neo4j_username: str = Field("neo4j", validation_alias="NEO4J_USERNAME")
     neo4j_password: SecretStr = Field(SecretStr("password"), validation_alias="NEO4J_PASSWORD")
     neo4j_database: str = Field("neo4j", validation_alias="NEO4J_DATABASE")
+    #: The Neo4j is the one MKG runs itself (``mkg setup --local``): started when it is down.
+    local_neo4j: bool = Field(False, validation_alias="MKG_LOCAL_NEO4J")
     neo4j_transport: Literal["stdio", "http", "streamable-http", "sse"] = Field(
         "stdio", validation_alias="NEO4J_TRANSPORT"
     )

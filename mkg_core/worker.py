@@ -238,6 +238,7 @@ class Worker:
             graph = self.graph_for(batch[0].settings)
             graph.write_tx(lambda tx: [record_event(tx, item.captured) for item in batch])
         except GraphUnavailable as exc:
+            self.connections.neo4j_down(batch[0].settings)
             raise RetryLater(str(exc)) from exc
         except Exception as exc:
             if len(batch) > 1:  # find the row that fails, store the others

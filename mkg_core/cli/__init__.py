@@ -77,7 +77,7 @@ def build_cli(host: PluginHost) -> click.Group:
             },
         )
 
-    from . import doctor, enrich, setup, worker
+    from . import doctor, enrich, neo4j, setup, worker
     from .core import register_core_commands
     from .memory import register_memory_commands
 
@@ -88,6 +88,7 @@ def build_cli(host: PluginHost) -> click.Group:
     cli.add_command(worker.worker_group)
     cli.add_command(worker.status_command)
     cli.add_command(enrich.enrich_command)
+    cli.add_command(neo4j.neo4j_group)
     host.register_commands(cli)
     return cli
 

@@ -102,6 +102,31 @@ def check_plugins(host: PluginHost, settings: Settings) -> list[Check]:
     return checks
 
 
+def check_local_neo4j(settings: Settings) -> list[Check]:
+    """The Neo4j MKG runs itself, when the settings use it (``MKG_LOCAL_NEO4J``)."""
+    if not settings.local_neo4j:
+        return []
+    import os
+
+    from ..localdb import LocalNeo4j
+
+    report = LocalNeo4j.for_user(os.environ).status()
+    where = f"Neo4j {report['version']} in {report['home']}"
+    if not report["installed"] or not report["set_up"]:
+        return [Check("local neo4j", "fail", f"{where} is not installed", "run `mkg setup --local`")]
+    detail = f"{where} at {report['uri']}, {report['java']}"
+    if report["running"]:
+        return [Check("local neo4j", "ok", f"running (pid {report['pid']}): {detail}")]
+    return [
+        Check(
+            "local neo4j",
+            "warn",
+            f"not running: {detail}",
+            "the worker starts it when needed; `mkg neo4j start` now (`mkg neo4j logs` if it fails)",
+        )
+    ]
+
+
 def parse_version(agent: str) -> tuple[int, ...]:
     match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", agent)
     return tuple(int(part) for part in match.groups() if part is not None) if match else ()
@@ -118,7 +143,7 @@ def check_graph(host: PluginHost, settings: Settings) -> list[Check]:
                     "neo4j",
                     "fail",
                     str(exc),
-                    "start Neo4j (devtools/neo4j/neo4j-dev start) or fix NEO4J_URI / credentials",
+                    "start Neo4j (`mkg neo4j start` when MKG runs it) or fix NEO4J_URI / credentials",
                 )
             ]
         version = parse_version(agent)
@@ -294,6 +319,7 @@ def run_checks(host: PluginHost, settings: Settings) -> list[Check]:
         declared = []
     checks = check_config(settings, declared)
     checks += check_plugins(host, settings)
+    checks += check_local_neo4j(settings)
     checks += check_graph(host, settings)
     checks += check_capture()
     checks += check_llm(host, settings)

@@ -58,6 +58,20 @@ def write_env_file(path: Path, values: dict[str, str]) -> None:
     os.chmod(path, 0o600)
 
 
+def _local_neo4j() -> dict[str, str]:
+    """Install and start MKG's own Neo4j; the settings that use it."""
+    from ..errors import MkgError
+    from ..localdb import LocalNeo4j
+    from .neo4j import ensure_running
+
+    try:
+        credentials = ensure_running(LocalNeo4j.for_user(os.environ))
+    except MkgError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"MKG's Neo4j runs at {credentials.uri} (`mkg neo4j status`).")
+    return {**credentials.settings_env(), "NEO4J_DATABASE": "neo4j", "MKG_LOCAL_NEO4J": "1"}
+
+
 def _check_value(variable: str, value: str) -> str:
     if "\n" in value or "\r" in value:
         raise click.BadParameter(f"{variable} must be one line")
@@ -77,6 +91,11 @@ def _check_value(variable: str, value: str) -> str:
 @click.option(
     "--non-interactive", is_flag=True, help="Never prompt; use flags and the file's current values."
 )
+@click.option(
+    "--local",
+    is_flag=True,
+    help="Install and start MKG's own Neo4j on this machine (`mkg neo4j`) and use it: no Neo4j to run.",
+)
 @click.option("--neo4j-uri", help="NEO4J_URI")
 @click.option("--neo4j-username", help="NEO4J_USERNAME")
 @click.option("--neo4j-password", help="NEO4J_PASSWORD")
@@ -94,14 +113,21 @@ def _check_value(variable: str, value: str) -> str:
 )
 @pass_app
 def setup_command(
-    app: App, /, target: str | None, non_interactive: bool, extra: tuple[str, ...], **flags: str | None
+    app: App,
+    /,
+    target: str | None,
+    non_interactive: bool,
+    local: bool,
+    extra: tuple[str, ...],
+    **flags: str | None,
 ) -> None:
     """Write the credentials file read by the hooks, the worker and the MCP server.
 
     Prompts for what is missing (secrets without echo), then for what installed plugins ask
     (a Diffbot token with mkg-diffbot, ...), and keeps what the file already holds.
     With --non-interactive, or when standard input is not a terminal, only flags are used.
-    The file is written with mode 600.
+    With --local, MKG installs and starts its own Neo4j (a download the first time) and writes
+    its address and random password. The file is written with mode 600.
     """
     questions = QUESTIONS + tuple(
         Question(s.variable, s.question, secret=s.secret, default=s.default, optional=True)
@@ -113,6 +139,8 @@ def setup_command(
     given = {
         FLAG_VARIABLES[name.replace("_", "-")]: value for name, value in flags.items() if value is not None
     }
+    if local:
+        given.update(_local_neo4j())
     for item in extra:
         key, sep, value = item.partition("=")
         if not sep or not key.strip().replace("_", "").isalnum():

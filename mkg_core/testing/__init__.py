@@ -1,7 +1,7 @@
 """Shared pytest fixtures: fresh plugin managers, isolated settings and a real Neo4j.
 
-Loaded by the root ``conftest.py``. The Neo4j fixture starts the dev launcher
-(``devtools/neo4j/neo4j-dev``) on a free port with a throw-away store, unless ``NEO4J_URI`` is set,
+Loaded by the root ``conftest.py``. The Neo4j fixture starts a Neo4j the way ``mkg neo4j`` does
+(:mod:`mkg_core.localdb`) on a free port with a throw-away store, unless ``NEO4J_URI`` is set,
 in which case that server is used (with ``NEO4J_USERNAME`` / ``NEO4J_PASSWORD``). Every test that
 asks for ``graph`` gets an empty database: no nodes, no constraints, no indexes.
 
@@ -23,6 +23,7 @@ import pytest
 from .. import runtime
 from ..graph import Graph
 from ..host import PluginHost
+from ..localdb import free_port
 from ..plugins import make_plugin_manager
 from ..settings import Settings, load_settings
 from .capture import ANSWER_DEADLINES, CaptureRig, stop_worker
@@ -30,13 +31,12 @@ from .fakellm import FakeLLM
 from .neo4j import (
     Neo4jServer,
     drop_schema,
-    free_port,
     quote_name,
     reset_database,
     scratch_neo4j,
     start_dev_neo4j,
 )
-from .paths import BIN_DIR, LAUNCHER, REPO_ROOT, TEST_PASSWORD
+from .paths import BIN_DIR, REPO_ROOT, TEST_PASSWORD, neo4j_jar_cache
 from .tools import (
     check_golden_payload,
     cpu_burners,
@@ -52,7 +52,6 @@ from .tools import (
 __all__ = [
     "ANSWER_DEADLINES",
     "BIN_DIR",
-    "LAUNCHER",
     "REPO_ROOT",
     "TEST_PASSWORD",
     "CaptureRig",
@@ -67,6 +66,7 @@ __all__ = [
     "mcp_call",
     "mcp_server",
     "mcp_session",
+    "neo4j_jar_cache",
     "npm_tool",
     "pip_tool",
     "quote_name",

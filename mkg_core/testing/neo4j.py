@@ -1,11 +1,9 @@
-"""A real Neo4j for tests and benchmarks: the dev launcher on a free port with a throw-away store."""
+"""A real Neo4j for tests and benchmarks: the one MKG runs itself, on a free port with a throw-away store."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -13,85 +11,61 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..graph import Graph
-from .paths import LAUNCHER, TEST_PASSWORD
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from ..localdb import LocalNeo4j, free_port
+from .paths import TEST_PASSWORD, neo4j_jar_cache
 
 
 @dataclass
 class Neo4jServer:
-    """A Neo4j for tests: the dev launcher's (restartable) or an external one."""
+    """A Neo4j for tests: one MKG runs (restartable, see :mod:`mkg_core.localdb`) or an external one."""
 
     uri: str
     username: str = "neo4j"
     password: str = TEST_PASSWORD
-    home: Path | None = None
-    port: int | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    local: LocalNeo4j | None = field(default=None, repr=False)
 
     @property
     def restartable(self) -> bool:
-        return self.home is not None
+        return self.local is not None
 
-    def _launcher(self, command: str) -> str:
-        if not LAUNCHER.exists():
-            raise RuntimeError(f"{LAUNCHER} is missing: run the tests from a checkout, or set NEO4J_URI")
-        result = subprocess.run(
-            [str(LAUNCHER), command],
-            env={**os.environ, **self.env},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"neo4j-dev {command} failed:\n{result.stderr[-4000:]}")
-        return result.stdout.strip()
+    @property
+    def home(self) -> Path | None:
+        return self.local.home if self.local else None
 
     def start(self) -> None:
-        if self.restartable:
-            self._launcher("start")
+        if self.local is not None:
+            self.local.start()
 
     def stop(self) -> None:
-        if self.restartable:
-            self._launcher("stop")
+        if self.local is not None:
+            self.local.stop()
 
     def settings_env(self) -> dict[str, str]:
         return {"NEO4J_URI": self.uri, "NEO4J_USERNAME": self.username, "NEO4J_PASSWORD": self.password}
 
 
 def start_dev_neo4j(home: Path) -> Neo4jServer:
-    port = free_port()
-    server = Neo4jServer(
-        uri=f"bolt://127.0.0.1:{port}",
-        home=home,
-        port=port,
-        env={
-            "NEO4J_DEV_HOME": str(home),
-            "NEO4J_DEV_PORT": str(port),
-            "NEO4J_DEV_PASSWORD": TEST_PASSWORD,
-            "NEO4J_DEV_FRESH": "1",
-        },
-    )
-    server.start()
-    server.env.pop("NEO4J_DEV_FRESH")  # a restart keeps the store
-    return server
+    """A Neo4j on a free port with a new store in ``home``, started (the jars downloaded once into
+    the test jar cache)."""
+    local = LocalNeo4j(home, jars=neo4j_jar_cache(), environ=os.environ)
+    if not local.installed():
+        print(f"downloading Neo4j {local.lock.neo4j} into {local.jars}...", file=sys.stderr)
+        local.install()
+    credentials = local.create(port=free_port(), password=TEST_PASSWORD)
+    local.start()
+    return Neo4jServer(credentials.uri, credentials.username, credentials.password, local)
 
 
 @contextlib.contextmanager
 def scratch_neo4j(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
-    """``environ`` pointed at a Neo4j for a benchmark: ``NEO4J_URI`` when it is set, else a dev
+    """``environ`` pointed at a Neo4j for a benchmark: ``NEO4J_URI`` when it is set, else a local
     Neo4j with a throw-away store, started now and stopped on exit."""
     env = dict(environ)
     if env.get("NEO4J_URI"):
         yield env
         return
     with tempfile.TemporaryDirectory(prefix="mkg-scratch-") as tmp:
-        print("starting a dev Neo4j...", file=sys.stderr)
+        print("starting a Neo4j...", file=sys.stderr)
         server = start_dev_neo4j(Path(tmp) / "neo4j")
         try:
             yield {**env, **server.settings_env()}

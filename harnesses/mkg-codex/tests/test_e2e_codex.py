@@ -168,7 +168,9 @@ def test_codex_with_mkg_installed_remembers_across_sessions(
                     and i.get("item", {}).get("type") == "mcp_tool_call"]  # fmt: skip
 
         seen = len(fake.bodies())
-        [gated] = mcp_calls(_run(codex_bin, env, project, "freeze-note: keep this for later", "-s", "read-only"))
+        [gated] = mcp_calls(
+            _run(codex_bin, env, project, "freeze-note: keep this for later", "-s", "read-only")
+        )
         assert gated["tool"] == "project_add_learning" and gated["status"] == "failed", gated
         assert gated["arguments"]["text"] == GATED
         assert APPROVAL in gated["error"]["message"]

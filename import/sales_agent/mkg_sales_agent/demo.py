@@ -1,7 +1,7 @@
 """``mkg demo``: the whole memory loop on the RoadFlex demo, in one command.
 
-1. Neo4j: the configured one (``NEO4J_URI``), or the dev Neo4j of this checkout, started on demand
-   and left running.
+1. Neo4j: the configured one (``NEO4J_URI``), or MKG's own (``mkg neo4j``), installed and started
+   on demand and left running.
 2. The schema of MKG and its plugins, then the RoadFlex seeders (accounts, learnings, persona).
 3. Two scripted sessions replayed through the real ``mkg-hook`` entry point, with payloads shaped
    like Claude Code's, and a private worker (its own state folder, so a worker you already run is
@@ -36,11 +36,13 @@ from rich.text import Text
 
 from mkg_core import envfiles, runtime
 from mkg_core.cli import App, fail, guarded, pass_app
+from mkg_core.cli.neo4j import ensure_running
 from mkg_core.contrib import SeedContext
 from mkg_core.graph import Graph
 from mkg_core.harness_install import executable
 from mkg_core.injection import FENCE_OPEN
 from mkg_core.llm import default_model, readiness
+from mkg_core.localdb import Credentials, LocalNeo4j
 from mkg_core.schema import apply_schema
 from mkg_core.settings import Settings, load_settings
 from mkg_core.spool import Spool
@@ -53,7 +55,6 @@ PROJECT_NAME = "RoadFlex sales (demo)"
 DEMO_USER = "csm.demo@roadflex.example"
 CLIENT = "claude"
 MKG_TOOL = "mcp__plugin_meta-knowledge-graph_mkg__neo4j_read_cypher"
-LAUNCHER = Path(__file__).resolve().parents[3] / "devtools" / "neo4j" / "neo4j-dev"
 WAIT_SECONDS = 300
 
 
@@ -168,25 +169,11 @@ SESSION_TWO_PROMPT = "Which of my at-risk renewals should I call first this week
 # -- the pieces --------------------------------------------------------------------------------------
 
 
-def start_dev_neo4j(port: int, fresh: bool, console: Console) -> str:
-    """Start (or find running) the dev Neo4j of this checkout; returns its Bolt URI."""
-    if not LAUNCHER.exists():
-        fail(
-            "NEO4J_URI is not set and the dev Neo4j launcher (devtools/neo4j in a checkout of MKG) "
-            "is not here: set NEO4J_URI (and NEO4J_USERNAME/NEO4J_PASSWORD) to a Neo4j 2026.x, "
-            "or run from a checkout"
-        )
-    env = {**os.environ, "NEO4J_DEV_PORT": str(port)}
-    env.setdefault("NEO4J_DEV_PASSWORD", "")
-    if fresh:
-        env["NEO4J_DEV_FRESH"] = "1"
-    with console.status("Starting the dev Neo4j (the first start downloads it from Maven Central)..."):
-        result = subprocess.run(
-            [str(LAUNCHER), "start"], env=env, capture_output=True, text=True, check=False
-        )
-    if result.returncode != 0:
-        fail(f"the dev Neo4j did not start:\n{result.stderr.strip()[-3000:]}")
-    return result.stdout.strip().splitlines()[-1]
+def local_neo4j(port: int, console: Console) -> Credentials:
+    """MKG's own Neo4j (``mkg neo4j``), installed, set up (on ``port`` the first time, when free)
+    and started as far as needed; its credentials."""
+    db = LocalNeo4j.for_user(os.environ)
+    return ensure_running(db, port=None if db.exists() else port, console=console)
 
 
 class Replay:
@@ -363,13 +350,20 @@ def show_injection(console: Console, title: str, text: str | None, persona_lines
     console.print(Panel(Text(shown), title=title, border_style="green"))
 
 
-def run_demo(app: App, port: int, fresh: bool, console: Console) -> None:
+def run_demo(app: App, port: int, console: Console) -> None:
     settings = app.settings()
-    if settings.source_of("neo4j_uri") == "default":
-        uri = start_dev_neo4j(port, fresh, console)
-        settings = load_settings(**{**app.overrides, "neo4j_uri": uri})
-        app.host.configure(settings)
-        console.print(f"[bold]Neo4j[/]: the dev Neo4j at {uri} (stop it with devtools/neo4j/neo4j-dev stop)")
+    own = settings.source_of("neo4j_uri") == "default"
+    if own or settings.local_neo4j:
+        credentials = local_neo4j(port, console)
+        if own:
+            overrides = {
+                "neo4j_uri": credentials.uri,
+                "neo4j_username": credentials.username,
+                "neo4j_password": credentials.password,
+            }
+            settings = load_settings(**{**app.overrides, **overrides})
+            app.host.configure(settings)
+        console.print(f"[bold]Neo4j[/]: MKG's own Neo4j at {credentials.uri} (`mkg neo4j stop` stops it)")
     else:
         console.print(f"[bold]Neo4j[/]: {settings.neo4j_uri} (from {settings.source_of('neo4j_uri')})")
 
@@ -453,28 +447,30 @@ def run_demo(app: App, port: int, fresh: bool, console: Console) -> None:
             for row in graph.read(WAITING, params):
                 console.print(f"[yellow]Extraction is waiting: {row['summary']}")
     console.rule("Next")
+    setup = "  mkg setup --local                          keep this Neo4j as your memory\n" if own else ""
     console.print(
-        f"Everything above is in {settings.neo4j_uri} under project {PROJECT_ID!r}. Try:\n"
-        f"  NEO4J_URI={settings.neo4j_uri} mkg review        the human review queue\n"
-        f"  NEO4J_URI={settings.neo4j_uri} mkg prompt show   the persisted persona\n"
-        f"  NEO4J_URI={settings.neo4j_uri} mkg serve         the MCP server for your agent\n"
+        f"Everything above is in {settings.neo4j_uri} under project {PROJECT_ID!r}. Try:\n{setup}"
+        f"  mkg review --project {PROJECT_ID}        the human review queue\n"
+        f"  mkg prompt show --project {PROJECT_ID}   the demo's persona (your projects keep yours)\n"
+        "  mkg claude install                         MKG in Claude Code\n"
         f"The demo's own worker state is in {state}."
     )
 
 
 @click.command("demo")
 @click.option(
-    "--port", default=7687, show_default=True, help="Bolt port for the dev Neo4j, when the demo starts it."
-)
-@click.option(
-    "--fresh", is_flag=True, help="Start the dev Neo4j from an empty store (only when the demo starts it)."
+    "--port",
+    default=7687,
+    show_default=True,
+    help="Bolt port of MKG's own Neo4j when the demo sets it up (a free one when this one is taken).",
 )
 @pass_app
-def demo_command(app: App, port: int, fresh: bool) -> None:
+def demo_command(app: App, port: int) -> None:
     """Run the RoadFlex sales-agent demo end to end: Neo4j, schema, seed, two sessions, a summary.
 
-    Uses NEO4J_URI when it is set; otherwise starts the dev Neo4j of this checkout and leaves it
-    running. Extraction runs when an LLM is configured and is skipped (with the reason) otherwise.
+    Uses NEO4J_URI when it is set; otherwise MKG's own Neo4j (`mkg neo4j`: installed and started
+    when needed, a download the first time) and leaves it running. Extraction runs when an LLM is
+    configured and is skipped (with the reason) otherwise.
     """
     console = Console()
-    guarded(lambda: run_demo(app, port, fresh, console))
+    guarded(lambda: run_demo(app, port, console))

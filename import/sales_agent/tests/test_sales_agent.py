@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import date, timedelta
@@ -13,13 +12,14 @@ from typing import Any
 import pytest
 from mkg_sales_agent import warehouse
 from mkg_sales_agent.dataset import at_risk, build_dataset
-from mkg_sales_agent.demo import LAUNCHER, PROJECT_ID
+from mkg_sales_agent.demo import PROJECT_ID
 from mkg_sales_agent.seeders import LEARNINGS
 
 from mkg_core.graph import Graph
 from mkg_core.learnings import learning_id
+from mkg_core.localdb import LocalNeo4j
 from mkg_core.settings import load_settings
-from mkg_core.testing import BIN_DIR, CaptureRig, free_port
+from mkg_core.testing import BIN_DIR, CaptureRig, free_port, neo4j_jar_cache
 from mkg_core.testing.fakellm import FakeLLM
 
 HERE = Path(__file__).resolve().parents[1]
@@ -309,22 +309,27 @@ def test_the_demo_runs_the_whole_loop_with_an_llm(
     assert tool_events == [{"key": "neo4j_read_cypher", "n": 4}]
 
 
-@pytest.mark.skipif(not LAUNCHER.exists(), reason="needs the dev Neo4j launcher of a checkout")
-def test_the_demo_starts_the_dev_neo4j_and_says_why_extraction_was_skipped(
+def test_the_demo_runs_mkgs_own_neo4j_and_says_why_extraction_was_skipped(
     capture: CaptureRig, tmp_path: Path
 ) -> None:
-    env = _demo_env(capture, NEO4J_DEV_HOME=str(tmp_path / "neo4j"))
-    env.pop("NEO4J_URI")
-    env.pop("NEO4J_PASSWORD", None)
+    """Without NEO4J_URI the demo sets up MKG's own Neo4j (as `mkg neo4j` does), in the user's data
+    folder, and leaves it running; a second run uses the same one."""
+    env = _demo_env(capture, MKG_DATA_DIR=str(tmp_path / "data"), MKG_NEO4J_CACHE=str(neo4j_jar_cache()))
+    for key in ("NEO4J_URI", "NEO4J_USERNAME", "NEO4J_PASSWORD"):
+        env.pop(key, None)
     port = free_port()
+    local = LocalNeo4j(tmp_path / "data" / "neo4j", jars=neo4j_jar_cache(), environ=env)
     try:
         result = _mkg(env, "demo", "--port", str(port), timeout=900)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         out = result.stdout
-        assert f"the dev Neo4j at bolt://127.0.0.1:{port}" in out
+        assert f"MKG's own Neo4j at bolt://127.0.0.1:{port}" in out
         assert "Extraction will be skipped: anthropic/claude-haiku-4-5 needs ANTHROPIC_API_KEY" in out
         assert "RoadFlex account intelligence assistant" in out
-        settings = load_settings(environ={"NEO4J_URI": f"bolt://127.0.0.1:{port}"})
+        assert "mkg setup --local" in out  # how to keep it
+        credentials = local.credentials()
+        assert credentials.uri == f"bolt://127.0.0.1:{port}" and len(credentials.password) >= 24
+        settings = load_settings(environ=credentials.settings_env())
         with Graph.connect(settings) as graph:
             waiting = graph.read(
                 "MATCH (:Project {id: $p})-[:HAS_PROCESSING]->(r:ProjectProcessing {waiting: true}) "
@@ -334,8 +339,4 @@ def test_the_demo_starts_the_dev_neo4j_and_says_why_extraction_was_skipped(
             assert len(waiting) == 2 and "ANTHROPIC_API_KEY" in waiting[0]["reason"]
             assert graph.read("MATCH (l:Learning) RETURN count(l) AS n") == [{"n": len(LEARNINGS)}]
     finally:
-        subprocess.run(
-            [str(LAUNCHER), "stop"],
-            env={**os.environ, "NEO4J_DEV_HOME": str(tmp_path / "neo4j")},
-            check=False,
-        )
+        local.stop()
