@@ -40,7 +40,7 @@ class NeocartaBridge:
         self._client: Any = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
-        self._tools: frozenset[str] = frozenset()
+        self._listing: dict[str, dict[str, Any]] = {}
 
     # -- life cycle -------------------------------------------------------------------------------
 
@@ -83,7 +83,10 @@ class NeocartaBridge:
                 async with Client(
                     stdio_client(params, errlog=errlog), read_timeout_seconds=CALL_TIMEOUT
                 ) as client:
-                    self._tools = frozenset(tool.name for tool in (await client.list_tools()).tools)
+                    self._listing = {
+                        tool.name: tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        for tool in (await client.list_tools()).tools
+                    }
                     self._loop = asyncio.get_running_loop()
                     self._stop = asyncio.Event()
                     self._client = client
@@ -107,8 +110,13 @@ class NeocartaBridge:
     # -- calls ------------------------------------------------------------------------------------
 
     def tools(self) -> frozenset[str]:
+        """The names of the tools neocarta's server offers (it chose its searches when it started)."""
+        return frozenset(self.listing())
+
+    def listing(self) -> dict[str, dict[str, Any]]:
+        """neocarta's tools as its server lists them (name, description, input schema, ...), by name."""
         self.start()
-        return self._tools
+        return dict(self._listing)
 
     def call(self, name: str, arguments: Mapping[str, Any], timeout: float = CALL_TIMEOUT) -> Any:
         """Call one of neocarta's tools; return its structured answer (or its text)."""

@@ -1,7 +1,9 @@
 """The mkg-neocarta plugin: the ``neocarta_*`` data-catalog tools, and ``mkg neocarta load``.
 
-The tools mount when ``GCP_PROJECT_ID``, ``BIGQUERY_DATASET_ID`` and the embedding model's key are
-set and neocarta's MCP server can be run (see :mod:`mkg_neocarta.locate`).
+The tools are neocarta's own, each as ``neocarta_<its name>`` (:mod:`mkg_neocarta.remote`), and
+three stable searches that use the best search neocarta offers (:mod:`mkg_neocarta.tools`). They
+mount when ``GCP_PROJECT_ID``, ``BIGQUERY_DATASET_ID`` and the embedding model's key are set and
+neocarta's MCP server can be run (see :mod:`mkg_neocarta.locate`).
 """
 
 from __future__ import annotations

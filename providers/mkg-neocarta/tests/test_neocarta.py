@@ -1,11 +1,13 @@
 """mkg-neocarta: when the tools mount, and the tools themselves through the real MKG MCP server,
 backed by neocarta's own MCP server (installed from PyPI into its own environment) over a small
-catalog loaded with neocarta's CSV loader into the real dev Neo4j, embeddings from the local fake."""
+catalog loaded with neocarta's CSV loader into the real dev Neo4j, embeddings from the local fake.
+The table of neocarta's tools (mkg_neocarta/remote.py) is compared with the tested release's."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -14,6 +16,8 @@ from typing import Any
 import pytest
 from mkg_neocarta.catalog import load_csv
 from mkg_neocarta.locate import TESTED_FOLDER, TESTED_SPEC, child_env, command
+from mkg_neocarta.remote import REMOTE_TOOLS, RemoteTool
+from mkg_neocarta.tools import bridge_for
 
 from mkg_core.errors import ConfigError
 from mkg_core.graph import Graph
@@ -25,14 +29,8 @@ from mkg_core.testing import BIN_DIR, Neo4jServer, mcp_call, mcp_server, mcp_ses
 from mkg_core.testing.fakellm import FakeLLM
 
 CATALOG = Path(__file__).with_name("catalog")
-TOOLS = {
-    "neocarta_list_schemas",
-    "neocarta_list_tables_by_schema",
-    "neocarta_get_full_metadata_schema",
-    "neocarta_search_tables",
-    "neocarta_search_columns",
-    "neocarta_search_schemas",
-}
+SCAN = Path(__file__).with_name("neocarta_tools.py")
+STABLE_SEARCHES = {"neocarta_search_tables", "neocarta_search_columns", "neocarta_search_schemas"}
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"
@@ -124,6 +122,58 @@ def test_loading_refuses_a_folder_that_is_not_a_catalog(tmp_path: Path) -> None:
         load_csv(load_settings(environ={}), tmp_path)
 
 
+def _schema(remote: RemoteTool) -> dict[str, Any]:
+    """The input schema neocarta publishes for the table's arguments of ``remote``."""
+    types = {str: "string", int: "integer"}
+    properties = {
+        p.name: {"type": types[p.type], **({} if p.default is None else {"default": p.default})}
+        for p in remote.params
+    }
+    required = [p.name for p in remote.params if p.default is None]
+    return {"properties": properties, "type": "object", **({"required": required} if required else {})}
+
+
+def _as_table_says(remote: RemoteTool) -> dict[str, Any]:
+    """What the contract with neocarta holds for ``remote``: its input schema and annotations (the
+    description is MKG's own, not compared)."""
+    return {"inputSchema": _schema(remote), "annotations": None}
+
+
+def _as_listed(tool: dict[str, Any]) -> dict[str, Any]:
+    return {key: tool.get(key) for key in ("inputSchema", "annotations")}
+
+
+def _untitled(value: Any) -> Any:
+    """A JSON schema without its titles (MKG's framework adds them, neocarta's leaves them out)."""
+    if isinstance(value, dict):
+        return {key: _untitled(item) for key, item in value.items() if key != "title"}
+    return value
+
+
+def test_the_table_is_the_tested_neocartas_tools(neocarta_bin: Path, tmp_path: Path) -> None:
+    """Every tool the tested neocarta can offer, as its server lists them, is in the table with the
+    same input schema and annotations, and each runs its queries with READ routing. A release that
+    adds, drops or changes a tool fails here: update mkg_neocarta/remote.py with it."""
+    scan = subprocess.run(
+        [str(neocarta_bin / "python"), str(SCAN)],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(tmp_path),
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert scan.returncode == 0, scan.stderr[-3000:]
+    found = json.loads(scan.stdout.strip().splitlines()[-1])
+    assert found["not_read_only"] == []
+    assert {tool["name"]: _as_listed(tool) for tool in found["tools"]} == {
+        remote.name: _as_table_says(remote) for remote in REMOTE_TOOLS
+    }
+
+
 def test_the_catalog_tools_against_a_loaded_catalog(
     neocarta_bin: Path, neo4j_server: Neo4jServer, graph: Graph, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
@@ -153,27 +203,88 @@ def test_the_catalog_tools_against_a_loaded_catalog(
     assert "cataloguing the CSV files" in again.stderr and json.loads(again.stdout)
     assert graph.read("MATCH (c:Column) RETURN count(c) AS n") == [{"n": 9}]
 
-    async def work(client: Any) -> dict[str, Any]:
-        found: dict[str, Any] = {"names": {t.name for t in (await client.list_tools()).tools}}
-        found["schemas"] = await mcp_call(client, "neocarta_list_schemas")
-        found["tables"] = await mcp_call(client, "neocarta_list_tables_by_schema", schema_name="sales")
-        found["search"] = await mcp_call(
-            client, "neocarta_search_tables", query="contract renewal date and amount"
-        )
-        found["columns"] = await mcp_call(client, "neocarta_search_columns", query="fleet card spend")
-        found["full"] = await mcp_call(client, "neocarta_get_full_metadata_schema")
-        found["empty"] = await mcp_call(client, "neocarta_search_tables", query="  ")
-        found["schema"] = await mcp_call(client, "neocarta_search_schemas", query="customer renewals")
-        return found
+    calls: dict[str, tuple[str, dict[str, Any]]] = {
+        "schemas": ("neocarta_list_schemas", {}),
+        "tables": ("neocarta_list_tables_by_schema", {"schema_name": " sales "}),
+        "no_such_schema": ("neocarta_list_tables_by_schema", {"schema_name": "billing"}),
+        "blank_schema": ("neocarta_list_tables_by_schema", {"schema_name": " "}),
+        "full": ("neocarta_get_full_metadata_schema", {}),
+        "table_search": (
+            "neocarta_get_context_by_table_hybrid_search",
+            {"text_content": "contract renewal date and amount", "max_tables": 1},
+        ),
+        "column_search": (
+            "neocarta_get_context_by_column_hybrid_search",
+            {"text_content": "fleet card spend"},
+        ),
+        "schema_search": (
+            "neocarta_get_context_by_schema_and_table_vector_search",
+            {"text_content": "customer renewals", "search_top_k": 1},
+        ),
+        "not_offered": ("neocarta_get_context_by_table_vector_search", {"text_content": "renewals"}),
+        "blank_text": ("neocarta_get_context_by_column_hybrid_search", {"text_content": "  "}),
+        "zero_tables": (
+            "neocarta_get_context_by_table_hybrid_search",
+            {"text_content": "renewals", "max_tables": 0},
+        ),
+        "search": ("neocarta_search_tables", {"query": "contract renewal date and amount"}),
+        "columns": ("neocarta_search_columns", {"query": "fleet card spend"}),
+        "schema": ("neocarta_search_schemas", {"query": "customer renewals"}),
+        "empty": ("neocarta_search_tables", {"query": "  "}),
+    }
 
-    found = mcp_session(mcp_server(env), work)
-    assert found["names"] >= TOOLS
-    assert found["schemas"] == (False, {"schemas": [{"database_name": "roadflex", "schema_name": "sales"}]})
-    assert found["tables"] == (
-        False,
-        {"schema_name": "sales", "tables": ["accounts", "renewals", "usage_monthly"]},
+    async def work(client: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        answers = {key: await mcp_call(client, name, **arguments) for key, (name, arguments) in calls.items()}
+        return listed, answers
+
+    listed, found = mcp_session(mcp_server(env), work)
+
+    # every one of neocarta's tools, with neocarta's input schema, and the stable searches
+    forwarded = {f"neocarta_{remote.name}": remote for remote in REMOTE_TOOLS}
+    bare_name = re.compile(r"\b(?:" + "|".join(remote.name for remote in REMOTE_TOOLS) + r")\b")
+    assert {name for name in listed if name.startswith("neocarta_")} == set(forwarded) | STABLE_SEARCHES
+    for name, remote in forwarded.items():
+        assert _untitled(listed[name].input_schema) == _schema(remote), name
+        assert listed[name].annotations.read_only_hint is True, name
+        # the table's description, then MKG's note on routing and bounds (searches only)
+        assert listed[name].description.split("\n\n")[0] == remote.description, name
+        assert bare_name.search(remote.description) is None, name  # tools named as MKG mounts them
+
+    # neocarta's answers, as neocarta gives them
+    assert found["schemas"] == (False, [{"database_name": "roadflex", "schema_name": "sales"}])
+    error, rows = found["tables"]
+    assert not error and [row["schema_name"] for row in rows] == ["sales"]
+    assert sorted(rows[0]["table_names"]) == ["accounts", "renewals", "usage_monthly"]
+    assert found["no_such_schema"] == (False, [])
+    error, full = found["full"]
+    assert not error and [t["table_name"] for t in full] == ["accounts", "renewals", "usage_monthly"]
+    assert {c["column_name"] for c in full[2]["columns"]} == {"account_id", "month", "card_spend"}
+    error, hits = found["table_search"]
+    assert not error and [t["table_name"] for t in hits] == ["renewals"], hits
+    assert {c["column_name"] for c in hits[0]["columns"]} == {"account_id", "renewal_date", "amount"}
+    error, hits = found["column_search"]
+    assert not error and hits[0]["table_name"] == "usage_monthly", hits
+    assert "card_spend" in {c["column_name"] for c in hits[0]["columns"]}
+    error, hits = found["schema_search"]
+    assert (
+        not error
+        and hits
+        and {(t["database_name"], t["schema_name"]) for t in hits} == {("roadflex", "sales")}
     )
-    assert found["full"][0] is False and len(found["full"][1]["tables"]) == 3
+
+    # arguments checked, and a search neocarta did not register for this catalog named
+    error, message = found["not_offered"]
+    assert error and "offers one table search" in message, message
+    assert "neocarta_get_context_by_table_hybrid_search" in message and "neocarta_search_tables" in message
+    assert found["blank_text"][0] and "text_content is empty" in found["blank_text"][1]
+    assert (
+        found["zero_tables"][0]
+        and "max_tables must be a whole number from 1 to 100, not 0" in (found["zero_tables"][1])
+    )
+    assert found["blank_schema"][0] and "neocarta_list_schemas lists" in found["blank_schema"][1]
+
+    # the stable searches pick the best search offered
     error, search = found["search"]
     assert not error, search
     assert search["search"] == "hybrid"  # the CSV load made both a vector and a fulltext index
@@ -196,3 +307,22 @@ def test_the_catalog_tools_against_a_loaded_catalog(
     log = tmp_path / "state" / "neocarta-mcp.log"
     assert log.exists()  # neocarta's own output is kept out of the MCP stream
     assert (BIN_DIR / "meta-knowledge-graph").exists()
+
+    # neocarta's running server lists, for this catalog, a part of the table, as the table says
+    link = bridge_for(load_settings(environ=env))
+    try:
+        live = link.listing()
+    finally:
+        link.close()
+    assert set(live) == {
+        "list_schemas",
+        "list_tables_by_schema",
+        "get_full_metadata_schema",
+        "get_context_by_table_hybrid_search",
+        "get_context_by_column_hybrid_search",
+        "get_context_by_schema_and_table_vector_search",
+    }
+    table = {remote.name: remote for remote in REMOTE_TOOLS}
+    assert {name: _as_listed(tool) for name, tool in live.items()} == {
+        name: _as_table_says(table[name]) for name in live
+    }
