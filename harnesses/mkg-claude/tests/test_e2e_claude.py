@@ -9,62 +9,27 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mkg_core.graph import Graph
-from mkg_core.testing import BIN_DIR, CaptureRig, cpu_burners, first_model_request, npm_tool
+from mkg_core.testing import BIN_DIR, CaptureRig, cpu_burners, first_model_request
 from mkg_core.testing.fakemodels import FakeAnthropic
 
 pytestmark = pytest.mark.e2e
 
-CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 PROJECT = "e2e-claude"
 ADD_LEARNING = "mcp__meta-knowledge-graph__project_add_learning"
+ALLOWED = (ADD_LEARNING, "Read")
 SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
 SAVE_SAID = "I will keep the deploy day in project memory."
 READ_SAID = "Let me check the deploy notes first."
 MODEL_REQUEST = '"messages"'
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"}
-
-
-@pytest.fixture(scope="session")
-def claude_bin() -> Path:
-    return npm_tool(CLAUDE_CODE, "claude-code-2.1.197", "node_modules/.bin/claude")
-
-
-def _env(capture: CaptureRig, fake: FakeAnthropic, home: Path, claude: Path) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in capture.env.items()
-        if key.startswith(("MKG_", "NEO4J_", "PYTHON", "LANG", "LC_")) or key in ("TMPDIR",)
-    }
-    env.update(
-        {
-            "PATH": f"{BIN_DIR}:/usr/bin:/bin",
-            "HOME": str(home),
-            "MKG_PROJECT_ID": PROJECT,
-            "MKG_USER_ID": "dev@example.com",
-            "EMBEDDING_MODEL": "none",
-            "MKG_EXTRACTION": "0",
-            "MKG_CLAUDE_BIN": str(claude),
-            **fake.env(),
-        }
-    )
-    return env
-
-
-def _run(claude: Path, env: dict[str, str], cwd: Path, prompt: str) -> list[dict[str, Any]]:
-    result = subprocess.run(
-        [str(claude), "-p", prompt, "--output-format", "stream-json", "--verbose",
-         "--allowedTools", f"{ADD_LEARNING},Read"],
-        env=env, cwd=cwd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
 
 
 def _hook_outcomes(messages: list[dict[str, Any]]) -> list[tuple[str, Any, Any]]:
@@ -76,7 +41,12 @@ def _hook_outcomes(messages: list[dict[str, Any]]) -> list[tuple[str, Any, Any]]
 
 
 def test_claude_code_with_mkg_installed_remembers_across_sessions(
-    capture: CaptureRig, graph: Graph, claude_bin: Path, tmp_path: Path
+    capture: CaptureRig,
+    graph: Graph,
+    claude_bin: Path,
+    claude_env: Callable[..., dict[str, str]],
+    run_claude: Callable[..., list[dict[str, Any]]],
+    tmp_path: Path,
 ) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
@@ -92,7 +62,7 @@ def test_claude_code_with_mkg_installed_remembers_across_sessions(
     (project / "DEPLOY.md").write_text("Deploys happen on Fridays after the freeze.\n")
     fake.call_tool("production", "Read", say=READ_SAID, file_path=str(project / "DEPLOY.md"))
     with fake.running():
-        env = _env(capture, fake, home, claude_bin)
+        env = claude_env(capture.env, fake, home, claude_bin, project=PROJECT)
         installed = subprocess.run(
             [str(BIN_DIR / "mkg"), "claude", "install"], env=env, capture_output=True, text=True, timeout=300
         )
@@ -110,11 +80,12 @@ def test_claude_code_with_mkg_installed_remembers_across_sessions(
         # Five sessions while every core is busy: MKG's tools are in the first model request of each
         # (its MCP server answers from the worker within milliseconds, busy machine or not).
         with cpu_burners():
-            first = _run(
+            first = run_claude(
                 claude_bin,
                 env,
                 project,
                 "Which cluster is staging? Please remember that we deploy on Fridays.",
+                allowed=ALLOWED,
             )
             bodies = fake.bodies()
             assert ADD_LEARNING in first_model_request(bodies, MODEL_REQUEST)  # the MCP tools are offered
@@ -144,14 +115,18 @@ def test_claude_code_with_mkg_installed_remembers_across_sessions(
             assert learned == [{"status": "candidate", "sessions": 1}]  # from the session that wrote it
 
             seen = len(fake.bodies())
-            _run(claude_bin, env, project, "When does the team deploy to production?")
+            run_claude(claude_bin, env, project, "When does the team deploy to production?", allowed=ALLOWED)
             # the second session sees the first's memory
             assert any(NEW in body for body in fake.bodies()[seen:])
             assert ADD_LEARNING in first_model_request(fake.bodies()[seen:], MODEL_REQUEST)
             for number in range(3, 6):
                 seen = len(fake.bodies())
-                _run(
-                    claude_bin, env, project, f"Session {number}: what do we know about the staging cluster?"
+                run_claude(
+                    claude_bin,
+                    env,
+                    project,
+                    f"Session {number}: what do we know about the staging cluster?",
+                    allowed=ALLOWED,
                 )
                 assert ADD_LEARNING in first_model_request(fake.bodies()[seen:], MODEL_REQUEST), number
         capture.wait_drained()
