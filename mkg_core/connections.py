@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import GraphUnavailable, MkgError
 from .graph import Graph
-from .schema import apply_schema
+from .schema import apply_schema, vector_dimension_mismatches
 from .settings import Settings, secret
 
 if TYPE_CHECKING:
@@ -107,6 +107,12 @@ class Connections:
                 except MkgError as exc:
                     raise GraphUnavailable(f"could not apply the schema ({exc})") from exc
                 self._schema_done.add(key)
+                mismatches = vector_dimension_mismatches(graph, self.host.vector_dimensions(settings))
+                if mismatches:
+                    log.warning(
+                        "%s: vector search is skipped until `mkg backfill-embeddings` rebuilds them",
+                        "; ".join(mismatches),
+                    )
                 for provider in self.providers:
                     try:
                         provider.warm_up(graph)

@@ -43,7 +43,9 @@ class LiteLLMEmbedder(Embedder):
         self.dimensions = settings.embedding_dimensions
 
     def is_available(self) -> bool:
-        if self.model.strip().lower() in DISABLED:
+        from .local_embedder import LOCAL_MODEL
+
+        if self.model.strip().lower() in DISABLED or self.model.strip().lower() == LOCAL_MODEL:
             return False
         creds = credentials_for(self.model, self.settings)
         # A provider MKG has no key setting for is left to litellm's own environment handling.

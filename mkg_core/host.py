@@ -124,6 +124,10 @@ class PluginHost:
         return {tool.tool_key: tool for tool in tools}
 
     def schema_statements(self, config: Settings) -> list[SchemaStatement]:
+        """Every plugin's statements; vector indexes get the dimensions of the embedder in use."""
+        dimensions = self.vector_dimensions(config)
+        if dimensions != config.embedding_dimensions:
+            config = config.model_copy(update={"embedding_dimensions": dimensions})
         statements = self._typed(
             "mkg_register_schema_statements", {"config": config}, SchemaStatement, "schema statement"
         )
@@ -142,6 +146,15 @@ class PluginHost:
         from .embedding import choose_embedder
 
         return choose_embedder(self.embedders(config).values())
+
+    def vector_dimensions(self, config: Settings) -> int:
+        """The length of the vectors the embedder in use makes (``EMBEDDING_DIMENSIONS`` without one)."""
+        embedder = self.embedder(config)
+        return (
+            embedder.dimensions
+            if embedder is not None and embedder.dimensions > 0
+            else config.embedding_dimensions
+        )
 
     def seeders(self, config: Settings) -> dict[str, Seeder]:
         seeders = self._typed("mkg_register_seeders", {"config": config}, Seeder, "seeder")

@@ -229,11 +229,30 @@ def _fulltext_changed(graph: Graph, statement: SchemaStatement) -> bool:
     return list(rows[0]["properties"] or []) != properties
 
 
+def rebuild_vector_indexes(graph: Graph, statements: Iterable[SchemaStatement], dimensions: int) -> list[str]:
+    """Drop and create again, as declared, the vector indexes built for another dimension than
+    ``dimensions``; return their names. Vectors of the old length stay on their nodes (out of the
+    new index) until they are embedded again (``mkg backfill-embeddings``)."""
+    found = {row["name"]: row["dimensions"] for row in graph.read(SHOW_VECTOR_DIMENSIONS)}
+    rebuilt = []
+    for statement in statements:
+        current = found.get(statement.name)
+        if statement.kind != "vector" or current is None or int(current) == dimensions:
+            continue
+        graph.run_autocommit(f"DROP INDEX {statement.name} IF EXISTS")
+        graph.run_autocommit(statement.cypher)
+        rebuilt.append(statement.name)
+    if rebuilt:
+        wait_online(graph, 300)
+    return rebuilt
+
+
 def vector_dimension_mismatches(graph: Graph, expected: int) -> list[str]:
-    """Vector indexes whose dimension differs from ``EMBEDDING_DIMENSIONS``, as readable lines."""
+    """Vector indexes whose dimension differs from the vectors the embedder in use makes, as
+    readable lines."""
     rows: list[dict[str, Any]] = graph.read(SHOW_VECTOR_DIMENSIONS)
     return [
-        f"{row['name']} has {row['dimensions']} dimensions, EMBEDDING_DIMENSIONS is {expected}"
+        f"{row['name']} has {row['dimensions']} dimensions, memory's vectors have {expected}"
         for row in rows
         if row["dimensions"] is not None and int(row["dimensions"]) != expected
     ]

@@ -185,7 +185,7 @@ def test_doctor_against_real_neo4j(neo4j_server, graph, isolated_environment: Pa
     checks = {c["name"]: c for c in json.loads(changed.stdout)}
     assert changed.returncode == 1
     assert (
-        "project_learning_vector has 1536 dimensions, EMBEDDING_DIMENSIONS is 384"
+        "project_learning_vector has 1536 dimensions, memory's vectors have 384"
         in checks["vector dimensions"]["detail"]
     )
 

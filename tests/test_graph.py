@@ -166,9 +166,9 @@ def test_vector_dimension_change_is_detected(graph: Graph) -> None:
     apply_schema(graph, core_statements(DIMS))
     assert vector_dimension_mismatches(graph, DIMS) == []
     assert vector_dimension_mismatches(graph, 8) == [
-        "project_learning_vector has 4 dimensions, EMBEDDING_DIMENSIONS is 8",
-        "project_observation_vector has 4 dimensions, EMBEDDING_DIMENSIONS is 8",
-        "query_error_pattern_vector has 4 dimensions, EMBEDDING_DIMENSIONS is 8",
+        "project_learning_vector has 4 dimensions, memory's vectors have 8",
+        "project_observation_vector has 4 dimensions, memory's vectors have 8",
+        "query_error_pattern_vector has 4 dimensions, memory's vectors have 8",
     ]
 
 

@@ -11,6 +11,7 @@ from ..enrichment import EnrichmentJob
 from ..error_patterns import QueryErrorConsolidationJob, QueryErrorRecall
 from ..extraction import ExtractionJob
 from ..hookspecs import hookimpl
+from ..local_embedder import LocalEmbedder
 from ..memory_tools import LearningProvenance, core_tool_groups
 from ..query_failures import QueryFailureCapture
 from ..recall import InjectionEventLinks, ProjectContextProvider
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 @hookimpl(trylast=True)
 def mkg_register_schema_statements(config: Settings) -> Iterable[SchemaStatement]:
     """The core constraints, fulltext and vector indexes."""
-    return core_statements(config.embedding_dimensions)
+    return core_statements(config.embedding_dimensions)  # the embedder's, see PluginHost.schema_statements
 
 
 @hookimpl(trylast=True)
@@ -51,8 +52,9 @@ def mkg_register_capture_handlers() -> Iterable[CaptureHandler]:
 
 @hookimpl(trylast=True)
 def mkg_register_embedders(config: Settings) -> Iterable[Embedder]:
-    """``EMBEDDING_MODEL`` through litellm; an installed embedder plugin comes before it."""
-    return [LiteLLMEmbedder(config)]
+    """``EMBEDDING_MODEL`` through litellm when its key is set, else the keyless local model (with
+    ``mkg-core[local]``); an installed embedder plugin comes before both."""
+    return [LiteLLMEmbedder(config), LocalEmbedder(config)]
 
 
 @hookimpl(tryfirst=True)

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import runtime
+from ..embedding import DISABLED
 from ..errors import MkgError
 from ..graph import Graph
 from ..plugins import describe_plugins
@@ -189,15 +190,15 @@ def _check_schema(graph: Graph, host: PluginHost, settings: Settings) -> list[Ch
         checks.append(Check("schema", "warn", f"not online yet: {', '.join(offline)}", "wait, then re-run"))
     else:
         checks.append(Check("schema", "ok", f"{len(expected)} constraints and indexes online"))
-    mismatches = vector_dimension_mismatches(graph, settings.embedding_dimensions)
+    mismatches = vector_dimension_mismatches(graph, host.vector_dimensions(settings))
     if mismatches:
         checks.append(
             Check(
                 "vector dimensions",
                 "fail",
-                "; ".join(mismatches),
-                "drop those indexes and run `mkg schema apply`, then re-embed, "
-                "or set EMBEDDING_DIMENSIONS back",
+                "; ".join(mismatches) + " (vector search is skipped until they match)",
+                "run `mkg backfill-embeddings` (it rebuilds those indexes and embeds memory again), "
+                "or go back to the embedder they were built for",
             )
         )
     return checks
@@ -230,18 +231,28 @@ def check_llm(host: PluginHost, settings: Settings) -> list[Check]:
                 "set a key with `mkg setup`, or choose another LLM_MODEL",
             )
         )
-    embedders = host.embedders(settings)
-    available = [name for name, e in embedders.items() if e.is_available()]
-    if available:
-        checks.append(Check("embeddings", "ok", f"embedders available: {', '.join(available)}"))
+    embedder = host.embedder(settings)
+    if embedder is not None:
+        what = getattr(embedder, "description", "") or settings.embedding_model
+        checks.append(
+            Check(
+                "embeddings",
+                "ok",
+                f"embedder in use: {embedder.name} ({what}, {embedder.dimensions} dimensions)",
+            )
+        )
+    elif settings.embedding_model.strip().lower() in DISABLED:
+        checks.append(
+            Check("embeddings", "ok", f"off (EMBEDDING_MODEL={settings.embedding_model}): fulltext recall")
+        )
     else:
         checks.append(
             Check(
                 "embeddings",
                 "warn",
                 "no embedder available: recall uses fulltext only",
-                f"set the provider key for EMBEDDING_MODEL ({settings.embedding_model}), "
-                "or install an embedder plugin",
+                f"set the provider key for EMBEDDING_MODEL ({settings.embedding_model}), or "
+                "`pip install 'mkg-core[local]'` for the keyless local one",
             )
         )
     return checks

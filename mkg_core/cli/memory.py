@@ -14,6 +14,7 @@ from ..extraction import observation_text
 from ..graph import Graph
 from ..identity import resolve_project, resolve_user
 from ..review import resolve, review_queue
+from ..schema import rebuild_vector_indexes
 from . import App, fail, guarded, pass_app, print_json
 
 KEYS = {
@@ -106,22 +107,24 @@ def _ask(item: dict[str, Any]) -> str:
     return str(click.prompt(prompt, type=click.Choice(allowed), show_choices=False))
 
 
-LIVE_WITHOUT_EMBEDDING = """
+#: Live learnings and observations with no vector, or one of another length than the embedder's.
+_TO_EMBED = """
 MATCH (n)
 WHERE (n:Learning AND n.status IN ['approved', 'candidate'] OR n:Observation)
-  AND n.embedding IS NULL AND NOT n.id IN $failed
+  AND (n.embedding IS NULL OR size(n.embedding) <> $dimensions)"""
+LIVE_WITHOUT_EMBEDDING = (
+    _TO_EMBED
+    + """ AND NOT n.id IN $failed
 RETURN n.id AS id, n:Observation AS observation, n.text AS text,
        coalesce(n.title, '') AS title, coalesce(n.facts, []) AS facts, coalesce(n.narrative, '') AS narrative
 LIMIT $batch
 """
-COUNT_MISSING = """
-MATCH (n)
-WHERE (n:Learning AND n.status IN ['approved', 'candidate'] OR n:Observation) AND n.embedding IS NULL
-RETURN count(n) AS missing
-"""
+)
+COUNT_MISSING = _TO_EMBED + "\nRETURN count(n) AS missing"
 STORE = """
 UNWIND $rows AS row
-MATCH (n {id: row.id}) WHERE (n:Learning OR n:Observation) AND n.embedding IS NULL
+MATCH (n {id: row.id}) WHERE (n:Learning OR n:Observation)
+  AND (n.embedding IS NULL OR size(n.embedding) <> $dimensions)
 SET n.embedding = row.vector, n.embedding_updated_at = $now
 """
 
@@ -132,10 +135,13 @@ SET n.embedding = row.vector, n.embedding_updated_at = $now
 )
 @pass_app
 def backfill_command(app: App, batch: int) -> None:
-    """Embed live learnings and observations that have no embedding yet (tombstones are skipped).
+    """Embed live learnings and observations that have no embedding yet, or one made by another
+    embedder (a vector of another length); tombstones are skipped.
 
-    Safe to stop and run again: each batch is stored as it completes and only what still lacks an
-    embedding is taken.
+    When the embedder in use makes vectors of another length than the vector indexes hold (after a
+    switch between a provider's model and the local one), the indexes are rebuilt first. Safe to
+    stop and run again: each batch is stored as it completes and only what still needs a vector is
+    taken.
     """
 
     def run() -> None:
@@ -144,11 +150,17 @@ def backfill_command(app: App, batch: int) -> None:
         if embedder is None:
             fail(
                 "no embedder is available: set the provider key for EMBEDDING_MODEL "
-                f"({settings.embedding_model})"
+                f"({settings.embedding_model}), or install mkg-core[local] for the keyless local one"
             )
             return
+        dimensions = app.host.vector_dimensions(settings)
         with Graph.connect(settings) as graph:
-            total = int(graph.read(COUNT_MISSING)[0]["missing"])
+            rebuilt = rebuild_vector_indexes(graph, app.host.schema_statements(settings), dimensions)
+            if rebuilt:
+                click.echo(
+                    f"Rebuilt for {dimensions}-dimensional vectors ({embedder.name}): {', '.join(rebuilt)}"
+                )
+            total = int(graph.read(COUNT_MISSING, {"dimensions": dimensions})[0]["missing"])
             if not total:
                 click.echo("Every live learning and observation already has an embedding.")
                 return
@@ -158,7 +170,8 @@ def backfill_command(app: App, batch: int) -> None:
             with Progress(*columns, transient=True) as progress:
                 task = progress.add_task("embed", total=total)
                 while True:
-                    rows = graph.read(LIVE_WITHOUT_EMBEDDING, {"batch": batch, "failed": failed})
+                    params = {"batch": batch, "failed": failed, "dimensions": dimensions}
+                    rows = graph.read(LIVE_WITHOUT_EMBEDDING, params)
                     if not rows:
                         break
                     try:
@@ -175,6 +188,7 @@ def backfill_command(app: App, batch: int) -> None:
                                 {"id": r["id"], "vector": v} for r, v in zip(rows, vectors, strict=True)
                             ],
                             "now": datetime.now(UTC),
+                            "dimensions": dimensions,
                         },
                     )
                     done += len(rows)

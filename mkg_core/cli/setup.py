@@ -58,17 +58,28 @@ def write_env_file(path: Path, values: dict[str, str]) -> None:
     os.chmod(path, 0o600)
 
 
-def _local_neo4j() -> dict[str, str]:
-    """Install and start MKG's own Neo4j; the settings that use it."""
+def _local_neo4j(app: App) -> dict[str, str]:
+    """Install and start MKG's own Neo4j and apply the schema to it; the settings that use it."""
     from ..errors import MkgError
+    from ..graph import Graph
     from ..localdb import LocalNeo4j
+    from ..schema import apply_schema
+    from ..settings import load_settings
     from .neo4j import ensure_running
 
     try:
         credentials = ensure_running(LocalNeo4j.for_user(os.environ))
+        settings = load_settings(
+            neo4j_uri=credentials.uri,
+            neo4j_username=credentials.username,
+            neo4j_password=credentials.password,
+            neo4j_database="neo4j",
+        )
+        with Graph.connect(settings) as graph:
+            apply_schema(graph, app.host.schema_statements(settings))
     except MkgError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"MKG's Neo4j runs at {credentials.uri} (`mkg neo4j status`).")
+    click.echo(f"MKG's Neo4j runs at {credentials.uri}, schema applied (`mkg neo4j status`).")
     return {**credentials.settings_env(), "NEO4J_DATABASE": "neo4j", "MKG_LOCAL_NEO4J": "1"}
 
 
@@ -140,7 +151,7 @@ def setup_command(
         FLAG_VARIABLES[name.replace("_", "-")]: value for name, value in flags.items() if value is not None
     }
     if local:
-        given.update(_local_neo4j())
+        given.update(_local_neo4j(app))
     for item in extra:
         key, sep, value = item.partition("=")
         if not sep or not key.strip().replace("_", "").isalnum():

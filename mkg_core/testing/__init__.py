@@ -111,6 +111,9 @@ def isolated_environment(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MKG_CONFIG_DIR", str(home / ".config" / "meta-knowledge-graph"))
     monkeypatch.setenv("MKG_STATE_DIR", str(state))
+    # No embedder unless a test chooses one (the keyless local one is the product's default; the
+    # tests that are about embeddings set EMBEDDING_MODEL).
+    monkeypatch.setenv("EMBEDDING_MODEL", "none")
     # A hook run by a test never leaves a background worker behind (the capture rig starts its own);
     # a test that lets one start (an MCP session does) has it stopped here.
     monkeypatch.setenv("MKG_WORKER_AUTOSTART", "0")

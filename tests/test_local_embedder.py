@@ -1,0 +1,167 @@
+"""The keyless embedder: all-MiniLM-L6-v2 as the PyPI packages of ``mkg-core[local]`` ship it, run
+offline; chosen when no provider key is set; and a switch of embedder (another vector length)
+handled by ``mkg backfill-embeddings``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mkg_core.cli import build_cli
+from mkg_core.graph import Graph
+from mkg_core.host import PluginHost
+from mkg_core.local_embedder import MODEL, LocalEmbedder, LocalModelError, installed_file
+from mkg_core.plugins import make_plugin_manager
+from mkg_core.schema import apply_schema, vector_dimension_mismatches
+from mkg_core.search import search_learnings
+from mkg_core.settings import Settings, load_settings
+from mkg_core.testing import CaptureRig, Neo4jServer, mcp_call, mcp_server, mcp_session
+from mkg_core.testing.fakellm import FakeLLM
+
+FACT = "The team deploys to production on Fridays."
+#: The same meaning without one word in common with FACT: only a vector finds it.
+ASKED = "Which weekday do we push changes live?"
+UNRELATED = "My cat likes tuna more than chicken."
+
+
+def _settings(tmp_path: Path, **env: str) -> Settings:
+    return load_settings(environ={"HOME": str(tmp_path), **env}, project_root=tmp_path)
+
+
+def _host() -> PluginHost:
+    return PluginHost(make_plugin_manager(load_entrypoints=False, environ={}))
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_it_embeds_offline_from_the_installed_packages(tmp_path: Path) -> None:
+    embedder = LocalEmbedder(_settings(tmp_path, EMBEDDING_MODEL="local"))
+    fact, asked, unrelated = embedder.embed([FACT, ASKED, UNRELATED])
+    assert len(fact) == embedder.dimensions == 384
+    assert math.isclose(math.sqrt(_cosine(fact, fact)), 1.0, rel_tol=1e-5)  # normalised
+    assert _cosine(fact, asked) > 0.45 > 0.15 > _cosine(fact, unrelated)
+    many = embedder.embed([f"note {i}: {FACT}" for i in range(40)])  # more than one batch
+    assert len(many) == 40 and math.isclose(_cosine(many[39], embedder.embed([f"note 39: {FACT}"])[0]), 1.0)
+
+
+def test_a_model_file_other_than_the_pinned_one_is_refused() -> None:
+    distribution, path, _ = MODEL
+    with pytest.raises(LocalModelError, match="is not the file MKG pins"):
+        installed_file(distribution, path, "0" * 64)
+    with pytest.raises(LocalModelError, match=r"pip install 'mkg-core\[local\]'"):
+        installed_file("no-such-model-package", path, "0" * 64)
+
+
+@pytest.mark.parametrize(
+    ("env", "chosen"),
+    [
+        pytest.param({}, "local", id="no key: the local model"),
+        pytest.param({"EMBEDDING_MODEL": "local", "OPENAI_API_KEY": "k"}, "local", id="asked for"),
+        pytest.param({"OPENAI_API_KEY": "k"}, "litellm", id="a provider key: the provider"),
+        pytest.param({"EMBEDDING_MODEL": "none"}, None, id="turned off"),
+    ],
+)
+def test_the_local_model_is_the_default_without_a_provider_key(
+    tmp_path: Path, env: dict[str, str], chosen: str | None
+) -> None:
+    settings = _settings(tmp_path, **env)
+    embedder = _host().embedder(settings)
+    assert (embedder.name if embedder else None) == chosen
+    expected = 384 if chosen == "local" else settings.embedding_dimensions
+    assert _host().vector_dimensions(settings) == expected
+    vector_statements = [s for s in _host().schema_statements(settings) if s.kind == "vector"]
+    assert vector_statements and all(
+        f"`vector.dimensions`: {expected}" in s.cypher for s in vector_statements
+    )
+
+
+def test_switching_to_the_local_model_rebuilds_the_indexes_and_embeds_again(
+    graph: Graph, neo4j_server: Neo4jServer, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory embedded by a provider's model (64 dimensions here), then the key is gone: recall
+    skips the vector search until `mkg backfill-embeddings` rebuilds the indexes for 384
+    dimensions and embeds everything live again."""
+    for key, value in {**neo4j_server.settings_env(), **fake_llm.env(), "EMBEDDING_DIMENSIONS": "64"}.items():
+        monkeypatch.setenv(key, value)
+    host = _host()
+    cli = build_cli(host)
+    apply_schema(graph, host.schema_statements(load_settings(project_root=Path.cwd())))
+    graph.write(
+        "UNWIND $rows AS row CREATE (l:Learning {id: row[0], text: row[1], status: row[2]}) "
+        "SET l.scope = 'project', l.project_id = 'p'",
+        {
+            "rows": [
+                ["fact", FACT, "approved"],
+                ["other", UNRELATED, "candidate"],
+                ["dead", "gone", "rejected"],
+            ]
+        },
+    )
+    before = CliRunner().invoke(cli, ["backfill-embeddings"])
+    assert before.exit_code == 0 and "with litellm" in before.output, before.output
+    assert graph.read("MATCH (l:Learning {id: 'fact'}) RETURN size(l.embedding) AS n") == [{"n": 64}]
+
+    monkeypatch.delenv("OPENAI_API_KEY")  # no key any more: the local model takes over
+    monkeypatch.delenv("EMBEDDING_MODEL", raising=False)
+    local = load_settings(project_root=Path.cwd())
+    assert host.embedder(local) is not None and host.vector_dimensions(local) == 384
+    assert len(vector_dimension_mismatches(graph, 384)) == 3
+    embedder = host.embedder(local)
+    skipped = search_learnings(
+        graph, ASKED, project_id="p", user_id=None, session_id=None, limit=5, min_score=0.0,
+        embedder=embedder, min_similarity=0.3,
+    )  # fmt: skip
+    assert skipped == []  # the 64-dimensional index cannot take a 384-dimensional question
+
+    doctor = CliRunner().invoke(cli, ["doctor", "--json"])
+    checks = {c["name"]: c for c in json.loads(doctor.output)}
+    assert (
+        "embedder in use: local (all-MiniLM-L6-v2 (int8 ONNX) on the CPU, 384 dimensions)"
+        in (checks["embeddings"]["detail"])
+    )
+    assert (
+        checks["vector dimensions"]["status"] == "fail"
+        and "backfill-embeddings" in checks["vector dimensions"]["fix"]
+    )
+
+    result = CliRunner().invoke(cli, ["backfill-embeddings"])
+    assert result.exit_code == 0, result.output
+    assert "Rebuilt for 384-dimensional vectors (local): project_learning_vector" in result.output
+    assert "Embedded 2 of 2 item(s) with local; 0 failed." in result.output
+    assert vector_dimension_mismatches(graph, 384) == []
+    sizes = {
+        r["id"]: r["n"] for r in graph.read("MATCH (l:Learning) RETURN l.id AS id, size(l.embedding) AS n")
+    }
+    assert sizes == {"fact": 384, "other": 384, "dead": None}
+    found = search_learnings(
+        graph, ASKED, project_id="p", user_id=None, session_id=None, limit=5, min_score=0.0,
+        embedder=embedder, min_similarity=0.35, use_fulltext=False,
+    )  # fmt: skip
+    assert [r.id for r in found] == ["fact"]
+
+
+def test_without_a_key_memory_is_recalled_by_meaning(capture: CaptureRig, graph: Graph) -> None:
+    """The product's default path: no embedding settings at all. A learning written through MCP is
+    embedded by the local model in the worker, and a prompt that shares no word with it recalls it."""
+    capture.env.pop("EMBEDDING_MODEL", None)
+    capture.env.update({"MKG_PROJECT_ID": "weekly", "MKG_USER_ID": "ana@example.com"})
+    capture.start_worker()
+
+    async def add(client: object) -> tuple[bool, object]:
+        return await mcp_call(client, "project_add_learning", text=FACT, scope="project")
+
+    failed, value = mcp_session(mcp_server(capture.env), add)
+    assert not failed, value
+    assert graph.read("MATCH (l:Learning {text: $t}) RETURN size(l.embedding) AS n", {"t": FACT}) == [
+        {"n": 384}
+    ]
+    payload = {"session_id": "asks", "hook_event_name": "UserPromptSubmit", "prompt": ASKED}
+    answer = capture.hook("claude", "UserPromptSubmit", payload)
+    context = json.loads(answer.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert FACT in context
