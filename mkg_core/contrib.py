@@ -299,6 +299,13 @@ class Job:
         project = context.project.id if context.project else ""
         return f"{project}\n{event.session_id}"
 
+    def lease(self, event: HookEvent, context: CaptureContext) -> str | None:
+        """What a run holds in the graph so that no other worker (a teammate's, another machine's)
+        does the same work at once; by default the project (``project:<id>``). None: no lease.
+
+        .. versionadded:: 0.2"""
+        return f"project:{context.project.id}" if context.project else None
+
     def enabled(self, settings: Settings) -> bool:
         """Whether the job runs under these settings (checked when it is recorded)."""
         return True

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import PayloadError
+from .leases import DEFAULT_SECONDS, Lease, LeaseHeld, worker_identity
 from .spool import JobRow, Spool
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ log = logging.getLogger("mkg.worker")
 JOB_MAX_ATTEMPTS = 5
 #: Backoff between runs of a failing job, in seconds (doubles per attempt, capped).
 JOB_BACKOFF_START, JOB_BACKOFF_MAX = 5.0, 300.0
+#: When a job whose lease another worker holds is tried again, in seconds.
+LEASE_RECHECK = 5.0
 
 #: What a job runs with: the event of a spool row and its capture context.
 Resolve = Callable[["SpoolRow"], tuple["HookEvent", "CaptureContext"]]
@@ -39,10 +42,20 @@ Resolve = Callable[["SpoolRow"], tuple["HookEvent", "CaptureContext"]]
 class JobRunner:
     """Records jobs for stored events and runs them, in its own thread or one by one (``--once``)."""
 
-    def __init__(self, jobs: Mapping[str, Job], resolve: Resolve, stats: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        jobs: Mapping[str, Job],
+        resolve: Resolve,
+        stats: dict[str, Any],
+        *,
+        lease_seconds: float = DEFAULT_SECONDS,
+    ) -> None:
         self.jobs = dict(jobs)
         self.resolve = resolve
         self.stats = stats
+        #: Who this runner is when it holds a lease in the graph.
+        self.owner = worker_identity()
+        self.lease_seconds = lease_seconds
         self.wake = threading.Event()
         #: The name of the job running now, if any (the worker does not idle out under it).
         self.running: str | None = None
@@ -95,6 +108,10 @@ class JobRunner:
         self.last_activity = time.monotonic()
         try:
             summary = self._run(job, job_row, spool)
+        except LeaseHeld as held:  # another worker does this work now: come back when it is done
+            wait = LEASE_RECHECK
+            spool.postpone_job(job_row.id, f"waiting: {held}", wait)
+            log.info("job %s (%s) waits: %s", job.name, job_row.key.replace("\n", " "), held)
         except Exception as exc:
             self._failed(job_row, spool, exc)
         else:
@@ -111,7 +128,18 @@ class JobRunner:
         if row is None:
             raise PayloadError(f"the event that triggered job {job.name!r} is no longer in the spool")
         event, context = self.resolve(row)
-        return job.run(event, context)
+        lease = job.lease(event, context)
+        if lease is None:
+            return job.run(event, context)
+        with Lease(context.graph, f"{job.name}:{lease}", self.owner, self.lease_seconds):
+            log.info(
+                "job %s (%s) started, holding %s:%s",
+                job.name,
+                job_row.key.replace("\n", " "),
+                job.name,
+                lease,
+            )
+            return job.run(event, context)
 
     def _failed(self, job_row: JobRow, spool: Spool, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"

@@ -30,6 +30,7 @@ from .learnings import task_pattern as normalize_task_pattern
 from .recall import RECENT_OBSERVATIONS
 from .review import QUEUE_SIZE, resolve, review_queue
 from .search import search_learnings
+from .sharing import read_cypher_graph
 
 if TYPE_CHECKING:
     from .events import HookEvent
@@ -289,7 +290,8 @@ def neo4j_read_cypher(
 ) -> dict[str, Any]:
     """Run a read-only Cypher query (the database refuses writes) and return at most 200 rows as
     JSON. Use $parameters for values."""
-    return read_cypher(context.graph(), query, params)
+    graph = context.graph()
+    return read_cypher(read_cypher_graph(graph, context.settings), query, params)
 
 
 def core_tool_groups() -> list[ToolGroup]:

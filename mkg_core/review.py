@@ -4,7 +4,8 @@ The queue holds exactly what automation cannot settle: project-scoped candidates
 gate found genuinely ambiguous (``consistency_status = 'ambiguous'``) or that read like an
 instruction to the model (``'held'``, never recalled until approved), and user-scoped candidates
 (facts about a person are never approved automatically). Oldest first, each with the live
-learnings it conflicts with (``[:CONTRADICTS]``).
+learnings it conflicts with (``[:CONTRADICTS]``), and who wrote each (``written_by``: the user whose
+session or tool call made it) and who decided on a conflicting one (``decided_by``).
 
 Decisions stamp ``reviewed_by = 'human'`` so a later gate run never silently overturns them:
 
@@ -50,9 +51,11 @@ WITH l ORDER BY coalesce(l.created_at, l.updated_at) ASC, l.id LIMIT $limit
 OPTIONAL MATCH (l)-[c:CONTRADICTS]-(other:Learning)
 WHERE other.status IN ['approved', 'candidate'] AND c.resolved_at IS NULL
 WITH l, collect(CASE WHEN other IS NULL THEN null ELSE
-       {id: other.id, text: other.text, status: other.status, reason: c.reason} END) AS conflicts
+       {id: other.id, text: other.text, status: other.status, reason: c.reason,
+        written_by: other.user_id, decided_by: other.reviewed_by_user_id} END) AS conflicts
 RETURN l.id AS id, l.text AS text, l.scope AS scope, l.kind AS kind, l.confidence AS confidence,
        l.source AS source, l.consistency_status AS consistency_status,
+       l.user_id AS written_by, l.last_user_id AS last_written_by,
        toString(l.created_at) AS created_at,
        CASE WHEN l.consistency_status = 'held' THEN 'reads like an instruction: ' + l.held_reason
             WHEN l.scope = 'user' THEN 'user fact' ELSE 'ambiguous conflict' END AS why,

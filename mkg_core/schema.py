@@ -6,13 +6,14 @@ are contributed the same way by the built-in plugin.
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from neo4j.exceptions import ClientError
+from neo4j.exceptions import ClientError, TransientError
 
 from .contrib import SchemaStatement
 from .errors import MkgError
@@ -40,6 +41,7 @@ UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
     ("Tool", "id"),
     ("ToolRationale", "id"),
     ("Resource", "id"),
+    ("JobLease", "key"),
 )
 
 #: Memory text is English prose: stem it ("deployed" finds "deploys"), as the fulltext recall measured
@@ -182,16 +184,34 @@ def apply_schema(
         if progress is not None:
             progress(statement)
         try:
-            graph.run_autocommit(statement.cypher)
+            _run_schema_statement(graph, statement.cypher)
             if _fulltext_changed(graph, statement):
                 # IF NOT EXISTS kept an index built with other properties or another analyzer (an
                 # earlier release's): rebuild it as declared.
                 graph.run_autocommit(f"DROP INDEX {statement.name} IF EXISTS")
                 graph.run_autocommit(statement.cypher)
-        except ClientError as exc:
+        except (ClientError, TransientError) as exc:
             raise SchemaError(f"schema statement {statement.name!r} failed: {exc.message}") from exc
         applied.append(statement.name)
     return SchemaReport(applied=tuple(applied), online=wait_online(graph, wait_seconds))
+
+
+def _run_schema_statement(graph: Graph, cypher: str, attempts: int = 5) -> None:
+    """Run one schema statement. Several workers starting on one database (a team's) apply the same
+    statements at once: a statement that lost a deadlock runs again, and one that another worker
+    has just carried out (``IF NOT EXISTS`` does not see a rule still being created) is done."""
+    for attempt in range(1, attempts + 1):
+        try:
+            graph.run_autocommit(cypher)
+            return
+        except ClientError as exc:
+            if "AlreadyExists" in (exc.code or ""):
+                return
+            raise
+        except TransientError:
+            if attempt == attempts:
+                raise
+            time.sleep(0.1 * attempt + random.random() * 0.2)
 
 
 def wait_online(graph: Graph, seconds: float) -> bool:

@@ -40,6 +40,13 @@ class Settings(BaseSettings):
     neo4j_database: str = Field("neo4j", validation_alias="NEO4J_DATABASE")
     #: The Neo4j is the one MKG runs itself (``mkg setup --local``): started when it is down.
     local_neo4j: bool = Field(False, validation_alias="MKG_LOCAL_NEO4J")
+    #: Share bookmarks between MKG's processes on any URI (a routing URI always does).
+    shared_bookmarks: bool = Field(False, validation_alias="MKG_SHARED_BOOKMARKS")
+    #: neo4j_read_cypher: auto (on when the database holds one user's memory), on, off.
+    read_cypher: Literal["auto", "on", "off"] = Field("auto", validation_alias="MKG_READ_CYPHER")
+    #: A Neo4j user for neo4j_read_cypher alone (an admin confines its role to what may be read).
+    read_cypher_username: str | None = Field(None, validation_alias="MKG_READ_CYPHER_USERNAME")
+    read_cypher_password: SecretStr | None = Field(None, validation_alias="MKG_READ_CYPHER_PASSWORD")
     neo4j_transport: Literal["stdio", "http", "streamable-http", "sse"] = Field(
         "stdio", validation_alias="NEO4J_TRANSPORT"
     )
@@ -100,6 +107,8 @@ class Settings(BaseSettings):
     hook_deadline_prompt: float = Field(1.5, ge=0, validation_alias="MKG_HOOK_DEADLINE_PROMPT")
     worker_autostart: bool = Field(True, validation_alias="MKG_WORKER_AUTOSTART")
     worker_idle_seconds: float = Field(600.0, ge=0, validation_alias="MKG_WORKER_IDLE_SECONDS")
+    #: How long a background job's lease in the graph lasts unless renewed (see mkg_core/leases.py).
+    job_lease_seconds: float = Field(120.0, ge=3, validation_alias="MKG_JOB_LEASE_SECONDS")
 
     # Recall
     recall_budget_prompt: int = Field(1500, ge=0, validation_alias="MKG_RECALL_BUDGET_PROMPT")

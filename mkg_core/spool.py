@@ -288,6 +288,14 @@ class Spool:
             )
         return True
 
+    def postpone_job(self, job_id: int, reason: str, delay: float) -> None:
+        """Run a job later without counting a failed run (another worker holds its lease)."""
+        with self._transaction():
+            self.db.execute(
+                "UPDATE jobs SET error = ?, not_before = ? WHERE id = ?",
+                (reason, time.time() + delay, job_id),
+            )
+
     def job_counts(self) -> dict[str, int]:
         counts = {PENDING: 0, DONE: 0, FAILED: 0}
         for state, count in self.db.execute("SELECT state, count(*) FROM jobs GROUP BY state"):

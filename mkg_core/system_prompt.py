@@ -597,6 +597,9 @@ class PromptConsolidationJob(Job):
     def key(self, event: HookEvent, context: CaptureContext) -> str:
         return context.user.id if context.user else ""
 
+    def lease(self, event: HookEvent, context: CaptureContext) -> str | None:
+        return f"user:{context.user.id}" if context.user else None
+
     def run(self, event: HookEvent, context: CaptureContext) -> str | None:
         if context.user is None:
             return "no user: nothing to consolidate"

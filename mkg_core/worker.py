@@ -86,7 +86,10 @@ class Worker:
             "jobs_failed": 0,
         }
         self.jobs = JobRunner(
-            {job.name: job for job in self.host.jobs(self.settings)}, self._resolve, self.stats
+            {job.name: job for job in self.host.jobs(self.settings)},
+            self._resolve,
+            self.stats,
+            lease_seconds=self.settings.job_lease_seconds,
         )
         self.mcp_sessions = 0
         self._mcp_lock = threading.Lock()
@@ -123,6 +126,10 @@ class Worker:
             self.graph_for(self.settings)
         except GraphUnavailable as exc:
             self._defer(str(exc))
+            self._retry_at = 0.0
+        except Exception as exc:  # the drain below tries again; a start never hangs on it
+            log.exception("connecting at start failed")
+            self._defer(f"{type(exc).__name__}: {exc}")
             self._retry_at = 0.0
         reason = "stopped"
         try:

@@ -194,3 +194,32 @@ def test_wrong_password_is_a_clear_error(neo4j_server, tmp_path) -> None:
     settings = load_settings(environ=env, project_root=tmp_path)
     with Graph.connect(settings) as graph, pytest.raises(GraphUnavailable, match="refused the credentials"):
         graph.verify()
+
+
+def test_processes_share_bookmarks_on_a_routing_uri(
+    neo4j_server, graph: Graph, tmp_path, monkeypatch
+) -> None:
+    """On a cluster URI every MKG process of the user reads and writes one bookmark file, so a read
+    in one process waits for what another process wrote (causal consistency across processes)."""
+    import json
+    import stat
+
+    from mkg_core.graph import SharedBookmarks
+
+    monkeypatch.setenv("MKG_STATE_DIR", str(tmp_path))
+    env = {**neo4j_server.settings_env(), "NEO4J_URI": neo4j_server.uri.replace("bolt://", "neo4j://")}
+    settings = load_settings(environ=env)
+    shared = SharedBookmarks.for_settings(settings)
+    with Graph.connect(settings) as worker:
+        assert worker.bookmarks is not None
+        worker.write("CREATE (:Written {by: 'worker'})")
+    after_worker = json.loads(shared.path.read_text())
+    assert after_worker and stat.S_IMODE(shared.path.stat().st_mode) == 0o600
+    with Graph.connect(settings) as server:  # another process: starts from the worker's bookmarks
+        assert server.bookmarks is not None
+        assert server.read("MATCH (n:Written) RETURN n.by AS by") == [{"by": "worker"}]
+        server.write("CREATE (:Written {by: 'server'})")
+    assert json.loads(shared.path.read_text()) != after_worker  # the newer bookmark replaced it
+    plain = load_settings(environ=neo4j_server.settings_env())
+    with Graph.connect(plain) as single:
+        assert single.bookmarks is None  # one server: nothing to share

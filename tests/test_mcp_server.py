@@ -156,8 +156,10 @@ def test_the_review_queue_and_conflict_decisions(env: dict[str, str], graph: Gra
         (fact["id"], "user fact"),
     ]
     assert queue["items"][0]["conflicts"] == [
-        {"id": "old", "text": "Releases happen on Fridays", "status": "approved", "reason": "different day"}
-    ]
+        {"id": "old", "text": "Releases happen on Fridays", "status": "approved", "reason": "different day",
+         "written_by": None, "decided_by": None}
+    ]  # fmt: skip
+    assert queue["items"][1]["written_by"] == queue["user_id"]  # who wrote the fact
     assert "needs an open conflict" in call_error(
         env, "project_resolve_learning", id=fact["id"], decision="keep_new"
     )

@@ -164,9 +164,29 @@ def check_graph(host: PluginHost, settings: Settings) -> list[Check]:
                 Check("neo4j", "ok", f"{agent} at {settings.neo4j_uri}, database {settings.neo4j_database}")
             )
         checks += _check_schema(graph, host, settings)
+        checks += _check_read_cypher(graph, settings)
         return checks
     finally:
         graph.close()
+
+
+def _check_read_cypher(graph: Graph, settings: Settings) -> list[Check]:
+    from ..sharing import MEMORY_USERS, read_cypher_access
+
+    access = read_cypher_access(graph, settings)
+    if access.mode == "on" and settings.read_cypher == "on":
+        users = int(graph.read(MEMORY_USERS)[0]["users"])
+        if users > 1:
+            return [
+                Check(
+                    "read-only cypher",
+                    "warn",
+                    f"on (MKG_READ_CYPHER=on) in a database holding {users} users' memory: "
+                    "any user's agent can read every user's private facts",
+                    "unset MKG_READ_CYPHER, or confine it (MKG_READ_CYPHER_USERNAME, docs/team.md)",
+                )
+            ]
+    return [Check("read-only cypher", "ok", f"{access.mode}: {access.reason}")]
 
 
 def _check_schema(graph: Graph, host: PluginHost, settings: Settings) -> list[Check]:
