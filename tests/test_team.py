@@ -220,3 +220,32 @@ def test_three_workers_six_sessions_one_project(team: dict[str, CaptureRig], gra
         assert not failed and FACTS[user][1] in shown
         assert not [fact for other, (_, fact) in FACTS.items() if other != user and fact in shown]
         assert refused and "neo4j_read_cypher is off: the database holds the memory of 3 users" in message
+
+
+def test_read_cypher_is_off_in_a_shared_database_unless_confined_or_forced(
+    graph: Graph, neo4j_server: Neo4jServer
+) -> None:
+    from mkg_core.settings import load_settings
+    from mkg_core.sharing import ReadCypherOff, read_cypher_access, read_cypher_graph
+
+    def settings(**env: str) -> Any:
+        return load_settings(environ={**neo4j_server.settings_env(), **env})
+
+    graph.write("CREATE (:User {id: 'ana'})-[:HAS_SESSION]->(:Session {session_id: 's1'})")
+    assert read_cypher_access(graph, settings()).mode == "on"  # one user's memory
+    graph.write("CREATE (:User {id: 'bo'})-[:HAS_SESSION]->(:Session {session_id: 's2'})")
+    assert read_cypher_access(graph, settings()).mode == "off"
+    with pytest.raises(ReadCypherOff, match="memory of 2 users"):
+        read_cypher_graph(graph, settings())
+    assert read_cypher_access(graph, settings(MKG_READ_CYPHER="on")).mode == "on"
+    assert read_cypher_access(graph, settings(MKG_READ_CYPHER="off")).mode == "off"
+
+    # Confined: the tool connects as a Neo4j user of its own (whose role an administrator limits).
+    Graph(graph.driver, "system").run_autocommit(  # the test's own connection, to the system database
+        "CREATE OR REPLACE USER reader SET PASSWORD 'reader-password' CHANGE NOT REQUIRED"
+    )
+    confined = settings(MKG_READ_CYPHER_USERNAME="reader", MKG_READ_CYPHER_PASSWORD="reader-password")
+    assert read_cypher_access(graph, confined).mode == "confined"
+    reader = read_cypher_graph(graph, confined)
+    assert reader is not graph
+    assert reader.read("SHOW CURRENT USER YIELD user RETURN user") == [{"user": "reader"}]
