@@ -4,7 +4,8 @@ on one database, or one user's on two machines) is done by one of them at a time
 A lease is a ``(:JobLease {key, owner, expires_at, acquired_at, renewed_at})`` node, unique by
 ``key``. A worker takes it when it is free, expired or already its own; while the work runs it
 renews it every third of its lifetime; it frees it when the work ends. A worker that dies holding a
-lease blocks that work for at most the lifetime (``MKG_JOB_LEASE_SECONDS``, default 120 s).
+lease blocks that work for at most the lifetime (``MKG_JOB_LEASE_SECONDS``, default 120 s); on the
+machine it died on, the next worker sees that its process is gone and takes the lease at once.
 
 Taking a lease first writes the node, which locks it, and only then reads who holds it, so two
 workers asking at the same moment are serialised by the database and exactly one gets it.
@@ -48,6 +49,14 @@ SET l.expires_at = $until, l.renewed_at = $now
 RETURN count(l) AS renewed
 """
 
+#: Take a lease from a holder known to be dead, unless someone else has taken it meanwhile.
+TAKE_OVER = """
+MATCH (l:JobLease {key: $key, owner: $dead})
+SET l.owner = $owner, l.expires_at = $until, l.acquired_at = $now, l.touched_at = $now,
+    l.taken_over_from = $dead
+RETURN count(l) AS taken
+"""
+
 RELEASE = """
 MATCH (l:JobLease {key: $key, owner: $owner})
 SET l.owner = null, l.expires_at = null, l.released_at = $now, l.last_owner = $owner,
@@ -58,6 +67,21 @@ SET l.owner = null, l.expires_at = null, l.released_at = $now, l.last_owner = $o
 def worker_identity() -> str:
     """Who holds a lease: this machine, process and a random part (a restarted worker is new)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _died_here(owner: str) -> bool:
+    """Whether ``owner`` names a process of this machine that no longer runs."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, someone else's
+        return False
+    return False
 
 
 class LeaseHeld(Exception):
@@ -91,6 +115,13 @@ class Lease:
             "until": now + timedelta(seconds=self.seconds),
         }
         row = self.graph.write(TAKE, params)[0]
+        if (
+            not row["taken"]
+            and _died_here(str(row["owner"]))
+            and self.graph.write(TAKE_OVER, {**params, "dead": row["owner"]})[0]["taken"]
+        ):
+            log.info("lease %s taken over from %s, whose process is gone", self.key, row["owner"])
+            return
         if not row["taken"]:
             until = row["expires_at"]
             raise LeaseHeld(

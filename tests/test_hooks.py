@@ -225,7 +225,7 @@ def test_hook_mkg_register_schema_statements(pm, host, settings) -> None:
 
 
 def test_hook_mkg_register_embedders(pm, host, settings) -> None:
-    assert list(host.embedders(settings)) == ["litellm"]  # the built-in default
+    assert list(host.embedders(settings)) == ["litellm", "local"]  # the built-in ones
 
     class Toy(Embedder):
         name = "toy"

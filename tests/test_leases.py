@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -41,6 +44,28 @@ def test_an_expired_lease_is_taken_over(graph: Graph) -> None:
     time.sleep(3.5)
     Lease(graph, "k", "worker-b", seconds=3).take()
     assert graph.read("MATCH (l:JobLease {key: 'k'}) RETURN l.owner AS o") == [{"o": "worker-b"}]
+
+
+def test_a_lease_whose_process_died_on_this_machine_is_taken_at_once(graph: Graph) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        here = socket.gethostname()
+        Lease(graph, "dead", f"{here}:{gone.pid}:abc", seconds=60).take()
+        Lease(graph, "dead", "worker-b").take()  # its process is gone: no need to wait the minute
+        assert graph.read("MATCH (l:JobLease {key: 'dead'}) RETURN l.owner AS o, l.taken_over_from AS f") == [
+            {"o": "worker-b", "f": f"{here}:{gone.pid}:abc"}
+        ]
+        Lease(graph, "alive", f"{here}:{alive.pid}:abc", seconds=60).take()
+        with pytest.raises(LeaseHeld):
+            Lease(graph, "alive", "worker-b").take()
+        Lease(graph, "elsewhere", f"another-host:{gone.pid}:abc", seconds=60).take()
+        with pytest.raises(LeaseHeld):  # a process of another machine cannot be seen from here
+            Lease(graph, "elsewhere", "worker-b").take()
+    finally:
+        alive.kill()
+        alive.wait()
 
 
 def test_a_running_holder_renews_its_lease(graph: Graph) -> None:

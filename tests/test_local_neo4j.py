@@ -63,8 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(200)
         self.send_header("Content-Length", str(len(body) - start))
         self.end_headers()
+        self.server.sent += len(body) - start  # counted before the client can have it all
         self.wfile.write(body[start:])
-        self.server.sent += len(body) - start
 
     def log_message(self, *args: object) -> None:
         pass
