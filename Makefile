@@ -13,7 +13,7 @@ TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex 
 	import/sales_agent/mkg_sales_agent docs/examples/mkg-glossary/mkg_glossary
 DEMO_PORT ?= 7687
 
-.PHONY: help venv neo4j lint type prefetch test test-under-load bench bench-locomo bench-locomo-minilm bench-scale demo clean
+.PHONY: help venv neo4j browser lint type prefetch test test-under-load bench bench-locomo bench-locomo-minilm bench-scale bench-ui demo clean
 
 help:
 	@echo "make demo    the RoadFlex demo loop: dev Neo4j (unless NEO4J_URI is set), schema, seed, two sessions"
@@ -22,7 +22,8 @@ help:
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
 	@echo "make bench-locomo   recall quality on LoCoMo with MKG's keyless local embedder (bench-locomo-minilm: the fp32 reference)"
 	@echo "make bench-scale    recall latency and index build time from 1k to 100k learnings (SCALE_SIZES=...)"
-	@echo "make lint | type | prefetch | neo4j | clean"
+	@echo "make bench-ui       the memory viewer's pages at 100k learnings (benchmarks/ui_scale.py)"
+	@echo "make lint | type | prefetch | neo4j | browser | clean"
 
 venv: $(VENV)/.installed
 
@@ -35,6 +36,16 @@ $(VENV)/.installed: pyproject.toml providers/*/pyproject.toml harnesses/*/pyproj
 NEO4J_CACHE := .cache/neo4j-jars
 neo4j: venv
 	MKG_NEO4J_CACHE=$(NEO4J_CACHE) $(BIN)/mkg neo4j install --jars-only
+
+# The browser the viewer's tests drive (tests/test_ui_browser.py): Debian's Chromium, through the
+# Playwright package of the dev extra; Playwright's own browser downloads are never used.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
+	else echo "no $(CHROMIUM) and no apt-get: install Chromium, or set CHROMIUM=/path/to/it" >&2; exit 1; fi
 
 lint: venv
 	$(BIN)/ruff check .
@@ -54,13 +65,13 @@ TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: venv
-	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch
-	$(PYTEST) --durations=25
+	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch browser
+	MKG_CHROMIUM=$(CHROMIUM) $(PYTEST) --durations=25
 
 LOAD_RUNS ?= 1
 test-under-load: venv
-	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch
-	devtools/under-load --repeat $(LOAD_RUNS) -- $(PYTEST)
+	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch browser
+	MKG_CHROMIUM=$(CHROMIUM) devtools/under-load --repeat $(LOAD_RUNS) -- $(PYTEST)
 
 BENCH_N ?= 200
 bench: neo4j
@@ -80,6 +91,10 @@ bench-locomo-minilm: neo4j
 SCALE_SIZES ?= 1000,10000,100000
 bench-scale: neo4j
 	$(BIN)/python benchmarks/scale.py --sizes $(SCALE_SIZES) --json benchmarks/results/scale.json
+
+UI_LEARNINGS ?= 100000
+bench-ui: neo4j
+	$(BIN)/python benchmarks/ui_scale.py --learnings $(UI_LEARNINGS) --json benchmarks/results/ui_scale.json
 
 demo: venv
 	$(BIN)/mkg demo --port $(DEMO_PORT)

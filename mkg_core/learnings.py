@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .injection import instruction_like
 from .redaction import scrub
 
-__all__ = ["learning_id", "namespace", "task_pattern"]
+__all__ = ["learning_id", "namespace", "restore", "task_pattern"]
 
 if TYPE_CHECKING:
     import neo4j
+
+    from .graph import Graph
 
 #: Longest learning text; longer text is cut with an ellipsis.
 TEXT_LIMIT = 500
@@ -260,6 +263,49 @@ OPTIONAL MATCH (c)-[x:CONTRADICTS]-(kept)
 SET x.resolved_at = $now, x.resolution = $resolution
 RETURN DISTINCT c.id AS id
 """
+
+
+#: A human brings a tombstone back: ``c`` is approved again and stamped as their decision. Its
+#: edges (``SUPERSEDES``, ``CONTRADICTED_BY``, ``ALREADY_LEARNED_FROM``) stay as history; the reason it
+#: was a tombstone moves to ``restored_from``. Guarded like a review decision: this project's memory,
+#: or this user's fact.
+RESTORE = """
+MATCH (c:Learning {id: $id})
+WHERE c.status = 'rejected'
+  AND ((c.scope = 'project' AND c.project_id = $project_id) OR (c.scope = 'user' AND c.user_id = $user_id))
+SET c.status = 'approved', c.approved_at = $now, c.restored_at = $now,
+    c.restored_from = coalesce(c.rejected_reason, 'rejected'),
+    c.rejected_at = null, c.rejected_reason = null, c.superseded_at = null, c.superseded_by = null,
+    c.embedding = $embedding,
+    c.embedding_updated_at = CASE WHEN $embedding IS NULL THEN null ELSE $now END,
+    c.consistency_status = 'human', c.reviewed_by = 'human', c.reviewed_at = $now,
+    c.reviewed_by_user_id = $user_id, c.review_reason = $reason, c.updated_at = $now
+RETURN c.id AS id
+"""
+
+
+def restore(
+    graph: Graph,
+    learning_id: str,
+    *,
+    project_id: str,
+    user_id: str | None,
+    embedding: list[float] | None = None,
+    reason: str | None = None,
+    now: Any = None,
+) -> bool:
+    """Make a tombstone (a rejected or superseded learning) approved memory again, as a human's
+    decision; ``embedding`` is its text's vector, so vector recall finds it again. False when it is
+    not a tombstone of this project or of this user."""
+    params = {
+        "id": learning_id,
+        "project_id": project_id,
+        "user_id": user_id,
+        "embedding": embedding,
+        "reason": scrub(reason) if isinstance(reason, str) and reason.strip() else "restored by a human",
+        "now": now or datetime.now(UTC),
+    }
+    return bool(graph.write(RESTORE, params))
 
 
 @dataclass(frozen=True)

@@ -50,17 +50,19 @@ MARK_INJECTED = """
 MERGE (s:Session {session_id: $session_id})
   ON CREATE SET s.created_at = $now
 WITH s
-UNWIND $ids AS id
-MATCH (l:Learning {id: id})
+UNWIND $items AS item
+MATCH (l:Learning {id: item.id})
 MERGE (l)-[r:INJECTED_IN]->(s)
   ON CREATE SET r.first_injected_at = $now, r.hook_event = $hook_event
 SET r.last_injected_at = $now, r.last_event_id = $event_id,
+    r.last_score = item.score, r.last_sources = item.sources, r.last_rank = item.rank,
     l.use_count = coalesce(l.use_count, 0) + 1,
     l.last_used_at = $now
-WITH l
+WITH l, item
 OPTIONAL MATCH (e:SessionEvent {event_id: $event_id})
 FOREACH (_ IN CASE WHEN e IS NULL THEN [] ELSE [1] END |
-  MERGE (l)-[a:INJECTED_AT]->(e) ON CREATE SET a.injected_at = $now)
+  MERGE (l)-[a:INJECTED_AT]->(e)
+    ON CREATE SET a.injected_at = $now, a.score = item.score, a.sources = item.sources, a.rank = item.rank)
 """
 
 # The answer may be computed before its event reaches the graph (the worker waits only briefly);
@@ -69,7 +71,8 @@ LINK_LATE_INJECTIONS = """
 MATCH (e:SessionEvent {event_id: $event_id})
 MATCH (:Session {session_id: $session_id})<-[r:INJECTED_IN {last_event_id: $event_id}]-(l:Learning)
 MERGE (l)-[a:INJECTED_AT]->(e)
-  ON CREATE SET a.injected_at = r.last_injected_at
+  ON CREATE SET a.injected_at = r.last_injected_at, a.score = r.last_score, a.sources = r.last_sources,
+                a.rank = r.last_rank
 """
 
 RECENT_OBSERVATIONS = """
@@ -89,7 +92,11 @@ def mark_injected(
         MARK_INJECTED,
         {
             "session_id": session_id,
-            "ids": [item.id for item in recalled],
+            # why each was injected: its fused score, the rankings that found it, its place
+            "items": [
+                {"id": item.id, "score": item.score, "sources": list(item.sources), "rank": rank}
+                for rank, item in enumerate(recalled, start=1)
+            ],
             "event_id": event_id,
             "hook_event": hook_event,
             "now": datetime.now(UTC),

@@ -95,6 +95,12 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
             "learning_project_status",
             "CREATE INDEX learning_project_status IF NOT EXISTS FOR (n:Learning) ON (n.project_id, n.status)",
         ),
+        # a project's learnings newest first, a page at a time, whatever their number (the viewer)
+        SchemaStatement(
+            "learning_project_created_at",
+            "CREATE INDEX learning_project_created_at IF NOT EXISTS "
+            "FOR (n:Learning) ON (n.project_id, n.created_at)",
+        ),
         SchemaStatement(
             "project_learning_fulltext",
             "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS FOR (n:Learning) ON EACH "

@@ -77,7 +77,7 @@ def build_cli(host: PluginHost) -> click.Group:
             },
         )
 
-    from . import doctor, enrich, neo4j, setup, worker
+    from . import doctor, enrich, neo4j, setup, ui, worker
     from .core import register_core_commands
     from .memory import register_memory_commands
 
@@ -89,6 +89,7 @@ def build_cli(host: PluginHost) -> click.Group:
     cli.add_command(worker.status_command)
     cli.add_command(enrich.enrich_command)
     cli.add_command(neo4j.neo4j_group)
+    cli.add_command(ui.ui_command)
     host.register_commands(cli)
     return cli
 
