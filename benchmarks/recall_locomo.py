@@ -6,12 +6,19 @@ Each LoCoMo conversation becomes one project. Two unit types, run separately:
   (what the extractor would have distilled), carrying the dialog ids it was drawn from;
 - ``turn``: every dialog turn (``speaker: text``) becomes an approved, project-scoped ``:Learning``.
 
+Units are linked to entities as MKG links memory when no LLM answers: the deterministic linker
+(``mkg_core.entities.linker``) over each unit's text, resolved and written by the product's own
+``mkg_core.entities.store.link`` (names embedded, merges at the configured similarity). An LLM's
+entities would be at least as good, so the graph figures are a floor.
+
 Every question of category 1-4 with evidence is asked through ``mkg_core.search.search_learnings``
 (the function the prompt hook uses) against a real Neo4j, in each mode: fulltext only, vector only,
-hybrid (both fused, no floors), and the default (hybrid with the prompt hook's floors). Reported per
-mode: evidence recall@5 and @10 (gold dialog ids covered by the top k units, averaged over
-questions), MRR of the first unit covering a gold id, tokens of the top 5 units, and p50/p95 latency
-of one recall call (question embedding included).
+the graph branch only, hybrid (fulltext, vector and dates fused, as before the graph branch) and
+the default, hybrid with the graph branch (``--hops 2`` adds the two-hop walk as a further mode);
+all with the prompt hook's floors. Reported per mode and per LoCoMo category (1 multi-hop,
+2 temporal, 3 open-domain, 4 single-hop): evidence recall@5 and @10 (gold dialog ids covered by
+the top k units, averaged over questions), MRR of the first unit covering a gold id, tokens of the
+top 5 units, and p50/p95 latency of one recall call (question embedding included).
 
 Embeddings come from MKG's keyless embedder by default (``--embedder local``: all-MiniLM-L6-v2 as
 int8 ONNX, from ``mkg-core[local]``), or from the same model at full precision as the reference
@@ -50,6 +57,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from report import machine, save  # noqa: E402
 
 from mkg_core.contrib import Embedder  # noqa: E402
+from mkg_core.embedding import embed_or_none  # noqa: E402
+from mkg_core.entities.linker import link_text  # noqa: E402
+from mkg_core.entities.store import Linked, link  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
 from mkg_core.recall import estimate_tokens  # noqa: E402
 from mkg_core.schema import apply_schema, core_statements, wait_online  # noqa: E402
@@ -135,7 +145,9 @@ def user_of(conversation: Conversation) -> str:
     return f"{conversation.name}-user"
 
 
-def store(graph: Graph, conversation: Conversation, unit: str, embedder: Embedder | None) -> None:
+def store(
+    graph: Graph, conversation: Conversation, unit: str, embedder: Embedder | None, merge_similarity: float
+) -> None:
     units = getattr(conversation, unit)
     scope = "user" if unit == "obs" else "project"
     vectors: list[list[float] | None] = (
@@ -155,19 +167,58 @@ def store(graph: Graph, conversation: Conversation, unit: str, embedder: Embedde
                 "user": user_of(conversation),
             },
         )
+    link_units(graph, conversation, units, scope, embedder, merge_similarity)
 
 
-def modes(embedder: Embedder | None, min_similarity: float, min_score: float) -> dict[str, dict[str, Any]]:
-    """Every retrieval mode the recall code offers; ``hybrid`` is the prompt hook's configuration."""
-    found: dict[str, dict[str, Any]] = {"fulltext": {"embedder": None, "min_score": min_score}}
-    if embedder is not None:
-        found["vector"] = {
-            "embedder": embedder,
-            "use_fulltext": False,
-            "min_similarity": min_similarity,
-            "min_score": min_score,
-        }
-        found["hybrid"] = {"embedder": embedder, "min_similarity": min_similarity, "min_score": min_score}
+def link_units(
+    graph: Graph,
+    conversation: Conversation,
+    units: list[Unit],
+    scope: str,
+    embedder: Embedder | None,
+    merge_similarity: float,
+) -> None:
+    """The units' entities, as MKG links memory without an LLM: the linker, then the product's
+    resolution and writes, in batches (one transaction each)."""
+    now = datetime.now(UTC)
+    for start in range(0, len(units), 100):
+        batch = [
+            Linked(
+                u.id, "Learning", scope, conversation.name, user_of(conversation), tuple(link_text(u.text))
+            )
+            for u in units[start : start + 100]
+        ]
+        names = sorted({m.name for item in batch for m in item.mentions})
+        vectors = dict(zip(names, embed_or_none(embedder, names), strict=True)) if embedder else {}
+        graph.write_tx(
+            lambda tx, batch=batch, vectors=vectors: link(
+                tx, batch, now=now, vectors=vectors, merge_similarity=merge_similarity
+            )
+        )
+
+
+DEFAULT_MODE = "hybrid+graph"
+
+
+def modes(
+    embedder: Embedder | None, min_similarity: float, min_score: float, hops: int = 1
+) -> dict[str, dict[str, Any]]:
+    """Every retrieval mode the recall code offers; ``hybrid+graph`` is the prompt hook's
+    configuration (``graph`` alone without an embedder)."""
+    floors = {"min_similarity": min_similarity, "min_score": min_score}
+    found: dict[str, dict[str, Any]] = {
+        "fulltext": {"embedder": None, "min_score": min_score, "use_graph": False},
+    }
+    if embedder is None:
+        found["graph"] = {"embedder": None, "min_score": min_score, "use_fulltext": False}
+        found["fulltext+graph"] = {"embedder": None, "min_score": min_score}
+        return found
+    found["vector"] = {"embedder": embedder, "use_fulltext": False, "use_graph": False, **floors}
+    found["graph"] = {"embedder": embedder, "use_fulltext": False, "use_vector": False, **floors}
+    found["hybrid"] = {"embedder": embedder, "use_graph": False, **floors}
+    found[DEFAULT_MODE] = {"embedder": embedder, **floors}
+    if hops > 1:
+        found["hybrid+graph2"] = {"embedder": embedder, "graph_hops": 2, **floors}
     return found
 
 
@@ -175,6 +226,7 @@ def evaluate(
     graph: Graph, conversations: list[Conversation], unit: str, options: dict[str, Any]
 ) -> dict[str, Any]:
     recall: dict[int, list[float]] = {k: [] for k in KS}
+    by_category: dict[tuple[int, int], list[float]] = {}
     reciprocal: list[float] = []
     tokens: list[int] = []
     latency: list[float] = []
@@ -194,7 +246,9 @@ def evaluate(
             latency.append(time.perf_counter() - started)
             for k in KS:
                 covered = set().union(*(dia_of[h.id] for h in hits[:k])) if hits else set()
-                recall[k].append(len(question.gold & covered) / len(question.gold))
+                share = len(question.gold & covered) / len(question.gold)
+                recall[k].append(share)
+                by_category.setdefault((question.category, k), []).append(share)
             first = next((rank for rank, h in enumerate(hits, 1) if dia_of[h.id] & question.gold), None)
             reciprocal.append(1 / first if first else 0.0)
             tokens.append(estimate_tokens("\n".join(h.text for h in hits[:5])) if hits else 0)
@@ -206,6 +260,11 @@ def evaluate(
         "p50_ms": round(statistics.median(ordered) * 1000, 1),
         "p95_ms": round(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000, 1),
         "questions": len(reciprocal),
+        "by_category": {
+            str(category): {f"recall@{k}": round(statistics.fmean(by_category[category, k]), 3) for k in KS}
+            | {"questions": len(by_category[category, KS[0]])}
+            for category in sorted({c for c, _ in by_category})
+        },
         "options": {k: v for k, v in options.items() if k != "embedder"},
     }
 
@@ -234,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "precision, the reference (benchmarks/minilm.py, requirements-locomo.txt); none: fulltext only",
     )
     parser.add_argument("--no-vectors", action="store_true", help="the same as --embedder none")
+    parser.add_argument("--hops", type=int, choices=(1, 2), default=1, help="2: also the two-hop walk")
     args = parser.parse_args(argv)
     logging.getLogger("neo4j").setLevel(logging.ERROR)  # "property does not exist yet" notices
     files = sorted(args.data.glob("conv-*.json")) if args.data.is_dir() else []
@@ -260,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(environ={}, project_root=tempfile.gettempdir())
     units = ("obs", "turn") if args.units == "both" else (args.units,)
     # The shape other tools read: {"<units>": {"<mode>": {...}}, "default_mode": "<mode>"}.
-    results: dict[str, Any] = {"default_mode": "hybrid" if embedder else "fulltext"}
+    results: dict[str, Any] = {"default_mode": DEFAULT_MODE if embedder else "fulltext+graph"}
     print(
         f"{machine()}, {len(conversations)} conversations, embedder: {choice}",
         file=sys.stderr,
@@ -271,22 +331,25 @@ def main(argv: list[str] | None = None) -> int:
             apply_schema(graph, core_statements(embedder.dimensions if embedder else 384))
             started = time.perf_counter()
             for conversation in conversations:
-                store(graph, conversation, unit, embedder)
+                store(graph, conversation, unit, embedder, settings.entity_merge_similarity)
             wait_online(graph, 300)
             load_seconds = round(time.perf_counter() - started, 1)
             count = sum(len(getattr(c, unit)) for c in conversations)
             print(f"{unit}: {count} units loaded in {load_seconds} s", file=sys.stderr)
             table = {}
             for mode, options in modes(
-                embedder, settings.recall_min_similarity, settings.recall_min_score
+                embedder, settings.recall_min_similarity, settings.recall_min_score, args.hops
             ).items():
                 evaluate(graph, conversations[:1], unit, options)  # warm the query plans
                 table[mode] = evaluate(graph, conversations, unit, options)
                 row = table[mode]
+                categories = "  ".join(
+                    f"c{c} {v['recall@5']:.3f}/{v['recall@10']:.3f}" for c, v in row["by_category"].items()
+                )
                 print(
-                    f"  {mode:9} R@5 {row['recall@5']:.3f}  R@10 {row['recall@10']:.3f}  "
+                    f"  {mode:13} R@5 {row['recall@5']:.3f}  R@10 {row['recall@10']:.3f}  "
                     f"MRR {row['mrr']:.3f}  tokens {row['tokens_top5']:6.1f}  "
-                    f"p50 {row['p50_ms']:6.1f} ms  p95 {row['p95_ms']:6.1f} ms"
+                    f"p50 {row['p50_ms']:6.1f} ms  p95 {row['p95_ms']:6.1f} ms  |  {categories}"
                 )
             results[unit] = table
     save(args.out, results)

@@ -11,11 +11,14 @@ For each size, in one growing database:
 
 1. the new learnings are loaded with no index in place (load rate reported);
 2. the schema is dropped and applied again, and the time until every index is online is the index
-   build time at that size;
+   build time at that size; then the new learnings are linked to their entities as MKG links memory
+   without an LLM (the deterministic linker and ``mkg_core.entities.store.link``; merges by
+   similarity are off, because hashed vectors of one-word names collide; link rate reported);
 3. ``--queries`` questions are asked through ``mkg_core.search.search_learnings`` (the prompt hook's
-   search) in fulltext and hybrid mode. A question is 4 words of one project-scoped learning plus 2
-   random vocabulary words, asked in that learning's project by its owner. Reported: p50/p95 latency
-   and how often the learning asked about is in the top 5 and top 10 (``found@5``, ``found@10``);
+   search) in fulltext and hybrid mode, each with and without the graph branch. A question is 4
+   words of one project-scoped learning plus 2 random vocabulary words, asked in that learning's
+   project by its owner. Reported: p50/p95 latency and how often the learning asked about is in the
+   top 5 and top 10 (``found@5``, ``found@10``);
 4. for 30 of those questions, how much of the exact 10 nearest learnings of the project (cosine over
    all of them) the filtered vector index returns when asked for 10, and when asked for as many as
    recall asks for (``vector_top10_agreement``).
@@ -48,8 +51,10 @@ sys.path.insert(0, str(ROOT))
 from report import machine, save  # noqa: E402
 
 from mkg_core.contrib import Embedder  # noqa: E402
+from mkg_core.entities.linker import link_text  # noqa: E402
+from mkg_core.entities.store import Linked, link  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
-from mkg_core.schema import apply_schema, core_statements  # noqa: E402
+from mkg_core.schema import apply_schema, core_statements, wait_online  # noqa: E402
 from mkg_core.search import VECTOR_SEARCH_FACTOR, search_learnings  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
 from mkg_core.testing import drop_schema, reset_database, scratch_neo4j  # noqa: E402
@@ -60,6 +65,7 @@ VOCABULARY = 6000
 USERS = 20
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 BATCH = 5000
+LINK_BATCH = 1000
 
 LOAD = """
 UNWIND $rows AS row
@@ -157,6 +163,32 @@ def load(graph: Graph, corpus: Corpus, start: int, end: int) -> float:
     return (end - start) / max(time.perf_counter() - began, 1e-9)
 
 
+def link_entities(graph: Graph, corpus: Corpus, start: int, end: int) -> float:
+    """Link learnings ``start..end`` to their entities; the rate in learnings per second."""
+    began = time.perf_counter()
+    now = datetime.now(UTC)
+    for first in range(start, end, LINK_BATCH):
+        rows = corpus.rows(first, min(end, first + LINK_BATCH))
+        items = [
+            Linked(
+                row["id"],
+                "Learning",
+                row["scope"],
+                row["project_id"],
+                row["user_id"],
+                tuple(link_text(row["text"])),
+            )
+            for row in rows
+        ]
+        names = sorted({m.name for item in items for m in item.mentions})
+        vectors = dict(zip(names, corpus.embedder.embed(names), strict=True))
+        graph.write_tx(lambda tx, items=items, vectors=vectors: link(tx, items, now=now, vectors=vectors))
+        done = min(end, first + LINK_BATCH)
+        print(f"\r  linking {done:,}/{end:,}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return (end - start) / max(time.perf_counter() - began, 1e-9)
+
+
 def ask(graph: Graph, corpus: Corpus, size: int, queries: int, options: dict[str, Any]) -> dict[str, Any]:
     rng = random.Random(f"{SEED}:questions:{size}")
     latency: list[float] = []
@@ -234,13 +266,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("NEO4J_DEV_PAGECACHE", "3g")
     corpus = Corpus(args.projects, args.dims)
     settings = load_settings(environ={}, project_root=tempfile.gettempdir())
+    hybrid = {
+        "min_score": settings.recall_min_score,
+        "embedder": corpus.embedder,
+        "min_similarity": settings.recall_min_similarity,
+    }
     modes = {
-        "fulltext": {"min_score": settings.recall_min_score},
-        "hybrid": {
-            "min_score": settings.recall_min_score,
-            "embedder": corpus.embedder,
-            "min_similarity": settings.recall_min_similarity,
-        },
+        "fulltext": {"min_score": settings.recall_min_score, "use_graph": False},
+        "fulltext+graph": {"min_score": settings.recall_min_score},
+        "hybrid": {**hybrid, "use_graph": False},
+        "hybrid+graph": hybrid,
     }
     print(
         f"{machine()}, {args.projects} projects, {args.dims}-dim hashed embeddings",
@@ -256,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         graph_settings = load_settings(environ=environ, project_root=tempfile.gettempdir())
         with Graph.connect(graph_settings) as graph:
             reset_database(graph)
-            loaded = 0
+            loaded = linked = 0
             for size in sizes:
                 drop_schema(graph)
                 rate = load(graph, corpus, loaded, size)
@@ -266,17 +301,29 @@ def main(argv: list[str] | None = None) -> int:
                 build = time.perf_counter() - began
                 if not report.online:
                     raise SystemExit(f"the indexes were not online after {build:.0f} s (or one failed)")
-                row: dict[str, Any] = {"load_per_s": round(rate), "index_build_s": round(build, 1)}
+                link_rate = link_entities(graph, corpus, linked, size)
+                linked = size
+                wait_online(graph, 7200)
+                entities = graph.read("MATCH (e:Entity) RETURN count(e) AS n")[0]["n"]
+                row: dict[str, Any] = {
+                    "load_per_s": round(rate),
+                    "index_build_s": round(build, 1),
+                    "link_per_s": round(link_rate),
+                    "entities": entities,
+                }
                 for mode, options in modes.items():
                     ask(graph, corpus, size, min(20, args.queries), options)  # warm the plans and cache
                     row[mode] = ask(graph, corpus, size, args.queries, options)
                 row["vector_top10_agreement"] = vector_agreement(graph, corpus, size, 30)
                 results["sizes"][str(size)] = row
-                print(f"{size:>9,} learnings: loaded at {rate:,.0f}/s, indexes built in {build:.1f} s")
+                print(
+                    f"{size:>9,} learnings: loaded at {rate:,.0f}/s, indexes built in {build:.1f} s, "
+                    f"linked to {entities:,} entities at {link_rate:,.0f}/s"
+                )
                 for mode in modes:
                     m = row[mode]
                     print(
-                        f"  {mode:8} p50 {m['p50_ms']:7.1f} ms  p95 {m['p95_ms']:7.1f} ms  "
+                        f"  {mode:14} p50 {m['p50_ms']:7.1f} ms  p95 {m['p95_ms']:7.1f} ms  "
                         f"found@5 {m['found@5']:.3f}  found@10 {m['found@10']:.3f}"
                     )
                 agreement = row["vector_top10_agreement"]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .embedding import embed_or_none
+from .entities.store import refresh as refresh_entities
 from .learnings import APPROVED, CONTRADICTED_BY_OTHERS, RESTATES, SUPERSEDE_OTHERS, TOMBSTONE
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .search import VECTOR_SEARCH_FACTOR, keyword_query, scoped_query
@@ -172,6 +173,9 @@ RETURN l.id AS id
 ORDER BY coalesce(l.gate_attempted_at, l.created_at), l.created_at, l.id
 LIMIT $limit
 """
+
+#: Verdicts that turn a learning into a tombstone (the candidate, or the learnings it replaces).
+TOMBSTONING = frozenset({"supersedes", "contradicted", "restatement"})
 
 _STATEMENTS = {
     "consistent": APPROVE,
@@ -329,7 +333,11 @@ class Gate:
         }
 
         def work(tx: neo4j.ManagedTransaction) -> bool:
-            return tx.run(_STATEMENTS[verdict], params).single() is not None
+            applied = tx.run(_STATEMENTS[verdict], params).single() is not None
+            if applied and verdict in TOMBSTONING:
+                # A tombstone keeps its entity links, but no longer counts for its entities.
+                refresh_entities(tx, learnings=[lid, *ids], now=params["now"])
+            return applied
 
         if self.graph.write_tx(work):
             report.decided[lid] = verdict

@@ -229,6 +229,7 @@ class ProjectContextProvider(ContextProvider):
             min_score=settings.recall_min_score,
             embedder=context.embedder,
             min_similarity=settings.recall_min_similarity,
+            use_graph=settings.recall_graph,
         )
         text, shown = render_context(
             project_name=project.name,
@@ -246,7 +247,15 @@ class ProjectContextProvider(ContextProvider):
         return text or None
 
     def warm_up(self, graph: Graph) -> None:
-        search_learnings(graph, "warm up", project_id="", user_id=None, session_id="", limit=1, min_score=1.0)
+        search_learnings(
+            graph,
+            "warm up the billing/deploy.sh",
+            project_id="",
+            user_id=None,
+            session_id="",
+            limit=1,
+            min_score=1.0,
+        )
         graph.read(
             TEMPORAL_LEARNINGS,
             {"windows": [], "vector": [], "candidates": 1, "statuses": [], "project_id": "", "user_id": None,

@@ -25,6 +25,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .embedding import embed_or_none
+from .entities.linker import link_text
+from .entities.model import Mention
+from .entities.resolution import MERGE_SIMILARITY
+from .entities.store import Linked, link, refresh_entity
+from .entities.store import refresh as refresh_entities
 from .errors import MkgError
 from .learnings import APPROVED, CONTRADICTED_BY_OTHERS, SUPERSEDE_OTHERS, TOMBSTONE, written_text
 from .redaction import scrub
@@ -75,7 +80,8 @@ MATCH (l:Learning {id: $id})
 WHERE (l.scope = 'project' AND l.project_id = $project_id) OR (l.scope = 'user' AND l.user_id = $user_id)
 OPTIONAL MATCH (l)-[c:CONTRADICTS]-(other:Learning)
 WHERE other.status IN ['approved', 'candidate'] AND c.resolved_at IS NULL
-RETURN l.status AS status, l.text AS text, collect(other.id) AS conflicts
+RETURN l.status AS status, l.text AS text, l.scope AS scope, l.project_id AS project_id,
+       l.user_id AS user_id, collect(other.id) AS conflicts
 """
 
 _REVIEWED = """
@@ -138,6 +144,10 @@ def resolve(
         except ValueError as exc:
             raise ReviewError(f"edit_approve needs the new text: the {exc}") from None
         edit = {"text": new_text, "embedding": embed_or_none(embedder, [new_text])[0]}
+        mentions = tuple(link_text(new_text))
+        names = [m.name for m in mentions]
+        vectors = dict(zip(names, embed_or_none(embedder, names), strict=True)) if embedder else {}
+        edit["entities"] = (found, mentions, vectors)
     others = _conflicts_decided(found["conflicts"], learning_id, decision, conflict_id)
     reason = scrub(reason) if isinstance(reason, str) else None
     params = {
@@ -192,8 +202,11 @@ def _conflicts_decided(
 
 
 def _apply(tx: neo4j.ManagedTransaction, decision: str, params: dict[str, Any], edit: dict[str, Any]) -> None:
+    entities = edit.pop("entities", None)
     if edit:
         tx.run(EDIT, {**params, **edit}).consume()
+    if entities is not None:
+        _relink(tx, params, *entities)
     if decision == "reject" or decision == "keep_existing":
         tx.run(REJECT, params).consume()
     else:
@@ -205,3 +218,28 @@ def _apply(tx: neo4j.ManagedTransaction, decision: str, params: dict[str, Any], 
         tx.run(CONTRADICTED_BY, decided).consume()
     elif decision == "keep_both" and params["ids"]:
         tx.run(KEEP_BOTH, params).consume()
+    # What the decision made live or a tombstone counts (or stops counting) for its entities.
+    refresh_entities(tx, learnings=[params["id"], *params["ids"]], now=params["now"])
+
+
+#: A human's edit replaces what the learning is about: its old links go (their entities counted
+#: again), and the linker reads the new text.
+UNLINK = """
+MATCH (l:Learning {id: $id})-[r:ABOUT]->(e:Entity)
+DELETE r
+RETURN collect(e.id) AS entities
+"""
+
+
+def _relink(
+    tx: neo4j.ManagedTransaction,
+    params: dict[str, Any],
+    found: dict[str, Any],
+    mentions: tuple[Mention, ...],
+    vectors: dict[str, list[float] | None],
+) -> None:
+    record = tx.run(UNLINK, id=params["id"]).single()
+    for entity in record["entities"] if record else []:
+        refresh_entity(tx, entity, now=params["now"])
+    item = Linked(params["id"], "Learning", found["scope"], found["project_id"], found["user_id"], mentions)
+    link(tx, [item], now=params["now"], vectors=vectors, merge_similarity=MERGE_SIMILARITY)

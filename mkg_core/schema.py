@@ -42,6 +42,8 @@ UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
     ("ToolRationale", "id"),
     ("Resource", "id"),
     ("JobLease", "key"),
+    ("Entity", "id"),
+    ("EntityMerge", "id"),
 )
 
 #: Memory text is English prose: stem it ("deployed" finds "deploys"), as the fulltext recall measured
@@ -102,6 +104,16 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
             "FOR (n:Learning) ON (n.project_id, n.created_at)",
         ),
         SchemaStatement(
+            "entity_namespace_key",
+            "CREATE INDEX entity_namespace_key IF NOT EXISTS FOR (n:Entity) ON (n.namespace, n.key)",
+        ),
+        SchemaStatement(
+            "entity_name_fulltext",
+            "CREATE FULLTEXT INDEX entity_name_fulltext IF NOT EXISTS "
+            "FOR (n:Entity) ON EACH [n.name, n.alias_keys, n.namespace] " + ENGLISH,
+            kind="fulltext",
+        ),
+        SchemaStatement(
             "project_learning_fulltext",
             "CREATE FULLTEXT INDEX project_learning_fulltext IF NOT EXISTS FOR (n:Learning) ON EACH "
             f"[{', '.join(f'n.{field}' for field in LEARNING_TEXT_FIELDS + LEARNING_SCOPE_FIELDS)}] "
@@ -134,6 +146,7 @@ def core_statements(embedding_dimensions: int) -> list[SchemaStatement]:
             ("project_observation_vector", "Observation"),
         )
     ]
+    statements.append(vector_index("entity_vector", "Entity", embedding_dimensions, filters=("namespace",)))
     statements.append(
         vector_index(
             "query_error_pattern_vector",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .embedding import embed_or_none
+from .entities import walk
 from .schema import LEARNING_TEXT_FIELDS
 from .timeframes import Window, aware, named_windows
 
@@ -148,7 +149,9 @@ def _phrase(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-_LIVE_AND_UNSEEN = """
+#: Live memory this project and user may see: not held for review, a user's unreviewed facts only
+#: in the project they came from, never one already injected into or produced in this session.
+VISIBLE = """
 WHERE node.status IN $statuses
   AND coalesce(node.consistency_status, '') <> 'held'
   AND ((node.scope = 'project' AND node.project_id = $project_id)
@@ -156,11 +159,16 @@ WHERE node.status IN $statuses
            AND (node.status = 'approved' OR node.project_id = $project_id)))
   AND ($session_id IS NULL OR NOT EXISTS {
         MATCH (node)-[:INJECTED_IN|FROM_SESSION]->(:Session {session_id: $session_id}) })
+"""
+
+_ROWS = """
 RETURN node.id AS id, node.text AS text, node.status AS status, node.scope AS scope,
        coalesce(node.confidence, 0.0) AS confidence, node.created_at AS created_at, score
 ORDER BY score DESC
 LIMIT $candidates
 """
+
+_LIVE_AND_UNSEEN = VISIBLE + _ROWS
 
 FULLTEXT_LEARNINGS = (
     """
@@ -210,12 +218,30 @@ WITH node, vector.similarity.cosine(node.embedding, $vector) AS score
     + _LIVE_AND_UNSEEN
 )
 
+
+def _graph_learnings(hops: int) -> str:
+    """The graph branch's query (see :mod:`mkg_core.entities.walk`): seeds, an optional second hop,
+    then the learnings of each entity that this recall may see, spread and floored."""
+    items = (
+        "CALL (e) {\n  MATCH (e)<-[:ABOUT]-(node:Learning)"
+        + VISIBLE
+        + "  RETURN node ORDER BY node.created_at DESC LIMIT $per_entity\n}\n"
+    )
+    return walk.SEEDS + (walk.EXPAND if hops > 1 else "") + items + walk.SPREAD + _ROWS
+
+
+#: The graph branch, one hop (entities to the learnings about them) and two (through co-occurring
+#: entities first).
+GRAPH_LEARNINGS = {1: _graph_learnings(1), 2: _graph_learnings(2)}
+
 #: Reciprocal rank fusion constant. The textbook 60 flattens the head of each ranking; a small
 #: constant keeps each branch's first hits on top (measured on LoCoMo, see docs/benchmarks.md).
 RRF_K = 3
 #: Branch weights in the fusion (1 when not listed). A date the prompt names is a strong hint: on
-#: LoCoMo's dated questions the memory of that day is usually what was asked about.
-RRF_WEIGHTS = {"time": 2.0}
+#: LoCoMo's dated questions the memory of that day is usually what was asked about. The graph
+#: branch promotes memory about the entities the prompt names; at weight 1 it cost R@10 and MRR on
+#: LoCoMo's dev split, at 0.5 it adds to R@5 and R@10 (docs/benchmarks.md).
+RRF_WEIGHTS = {"time": 2.0, "graph": 0.5}
 
 
 @dataclass(frozen=True)
@@ -226,7 +252,7 @@ class Recalled:
     scope: str
     confidence: float
     score: float
-    #: The retrieval branches that found it: ``fulltext``, ``vector``, ``time``.
+    #: The retrieval branches that found it: ``fulltext``, ``vector``, ``time``, ``graph``.
     sources: tuple[str, ...] = ("fulltext",)
     created_at: Any = None
 
@@ -243,6 +269,9 @@ def search_learnings(
     embedder: Embedder | None = None,
     min_similarity: float = 0.0,
     use_fulltext: bool = True,
+    use_vector: bool = True,
+    use_graph: bool = True,
+    graph_hops: int = 1,
 ) -> list[Recalled]:
     """The learnings most relevant to ``text``, best first.
 
@@ -251,10 +280,12 @@ def search_learnings(
     queries). With an ``embedder``, also the vector index, keeping hits whose cosine similarity is
     at least ``min_similarity``. When the text names dates (see :mod:`mkg_core.timeframes`), a
     third ranking holds the learnings made in those windows that pass the same floors: the
-    fulltext hits made then fused with the ones most similar to the text made then. The rankings
-    are fused by weighted reciprocal rank fusion. If the vector search fails (no index, the embedder is down)
-    fulltext alone answers. ``use_fulltext=False`` leaves the fulltext branch out (vector-only
-    ranking, for comparisons).
+    fulltext hits made then fused with the ones most similar to the text made then. The graph
+    branch (:mod:`mkg_core.entities.walk`) ranks the learnings about the entities the text names,
+    under the same similarity floor. The rankings are fused by weighted reciprocal rank fusion. If
+    the vector search fails (no index, the embedder is down) the other branches answer.
+    ``use_fulltext``, ``use_vector`` and ``use_graph`` leave a branch out (for comparisons);
+    ``graph_hops=2`` lets the walk pass through co-occurring entities.
     """
     candidates = max(limit * 3, 20)
     params: dict[str, Any] = {
@@ -273,25 +304,51 @@ def search_learnings(
         if rows:
             best = max(float(row["score"]) for row in rows)
             rankings["fulltext"] = [row for row in rows if float(row["score"]) >= min_score * best]
+    probes = walk.probes(text, project_id=project_id, user_id=user_id) if use_graph else None
+    names = probes.probe_names if probes is not None and embedder is not None else []
     (vector,) = embed_or_none(embedder, [text[-8000:]]) if text.strip() else [None]
+    # The names the walk looks up by similarity, apart: a batch is padded to its longest text.
+    named = dict(zip(names, embed_or_none(embedder, names), strict=True)) if vector is not None else {}
     # The index scores (1 + cosine) / 2, and so does vector.similarity.cosine; the floor is a cosine.
     floor = (1 + min_similarity) / 2
-    if vector is not None:
+    if vector is not None and use_vector:
         rows = _read_or_nothing(graph, VECTOR_LEARNINGS, {**params, "vector": vector})
         rankings["vector"] = sorted(
             (row for row in rows if float(row["score"]) >= floor), key=lambda row: -float(row["score"])
         )
-    windows = named_windows(text)
+    if probes is not None:
+        walked = {
+            **params,
+            **probes.parameters(named, graph_hops),
+            "vector": vector,
+            "floor": floor,
+        }
+        rankings["graph"] = _walk(graph, GRAPH_LEARNINGS[2 if graph_hops > 1 else 1], walked)
+    windows = named_windows(text) if use_fulltext or use_vector else []
     if windows:
         rankings["time"] = _in_windows(graph, windows, vector, floor, params, rankings.get("fulltext", []))
     return fuse({branch: rows for branch, rows in rankings.items() if rows}, limit)
 
 
+def _walk(graph: Graph, cypher: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The graph branch. When vectors cannot be compared (the indexes and the stored embeddings
+    have other dimensions after a change of embedder), the walk from names and aliases alone,
+    without the similarity floor, as without an embedder."""
+    try:
+        return graph.read(cypher, params)
+    except Exception as exc:
+        if not params["probes"] and params["vector"] is None:
+            log.warning("a recall branch failed, the others answer: %s", exc)
+            return []
+        log.warning("the graph branch failed with vectors, it walks from names alone: %s", exc)
+    return _read_or_nothing(graph, cypher, {**params, "probes": [], "vector": None})
+
+
 def _read_or_nothing(graph: Graph, cypher: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         return graph.read(cypher, params)
-    except Exception as exc:  # no vector index yet, a dimension mismatch: fulltext still answers
-        log.warning("vector recall failed, using fulltext only: %s", exc)
+    except Exception as exc:  # no vector index yet, a dimension mismatch: the other branches answer
+        log.warning("a recall branch failed, the others answer: %s", exc)
         return []
 
 

@@ -515,3 +515,76 @@ def test_what_the_assistant_said_between_tool_calls_is_read(
     first = next(text for text in extract_calls if said in text)
     assert first.index(said) < first.index("DEPLOY.md")  # before the call it led to
     assert AWS_KEY not in sent  # scrubbed like the rest
+
+
+def test_the_commit_links_learnings_and_observations_to_their_entities(
+    rig: CaptureRig, graph: Graph, fake_llm: FakeLLM
+) -> None:
+    """The answers name entities; the linker adds the code artifacts of the texts and the files the
+    window's tool calls touched; all is written in the window's one transaction, names scrubbed."""
+    learning = _learning_action(
+        "billing/deploy.sh needs STRIPE_API_URL before `make deploy`.",
+        entities=[
+            {"name": "billing/deploy.sh", "kind": "file"},
+            {"name": "payments service", "kind": "service"},
+            {"name": AWS_KEY, "kind": "config"},  # a secret the model should not have named
+            {"kind": "file"},  # unusable: dropped, the answer still counts
+        ],
+    )
+    observation = {
+        "type": "bugfix",
+        "title": "Fixed the billing deploy",
+        "facts": ["STRIPE_API_URL was unset"],
+        "narrative": "The deploy failed until the variable was set. Done.",
+        "entities": [{"name": "Stripe", "kind": "organization"}],
+    }
+    _script(fake_llm, [learning], [observation])
+    env = IDENTITY
+    session = "s-ent"
+    steps: list[tuple[str, dict[str, object]]] = [
+        ("UserPromptSubmit", {"prompt": "Fix the billing deploy please"}),
+        (
+            "PostToolUse",
+            {
+                "tool_name": "Edit",
+                "tool_input": {"file_path": "/home/dev/demo-project/billing/deploy.sh", "old_string": "a",
+                               "new_string": "b"},
+                "tool_response": "ok",
+                "tool_use_id": "t-edit",
+                "cwd": "/home/dev/demo-project",
+            },
+        ),
+        ("Stop", {"last_assistant_message": "Fixed: STRIPE_API_URL is set in billing/deploy.sh."}),
+    ]  # fmt: skip
+    for event, changes in steps:
+        result = rig.hook("claude", event, _payload(event, session, **changes), env=env)
+        assert result.returncode == 0, result.stderr
+    rig.drain()
+
+    about = graph.read(
+        "MATCH (l:Learning)-[r:ABOUT]->(e:Entity) "
+        "RETURN e.name AS name, e.kind AS kind, r.source AS source, e.namespace AS ns ORDER BY name"
+    )
+    assert {(r["name"], r["kind"], r["source"]) for r in about} == {
+        ("STRIPE_API_URL", "config", "linker"),
+        ("billing/deploy.sh", "file", "llm"),
+        ("make deploy", "command", "linker"),
+        ("payments service", "service", "llm"),
+    }
+    assert {r["ns"] for r in about} == {f"project:{PROJECT}"}
+    mentioned = graph.read(
+        "MATCH (o:Observation)-[r:MENTIONS]->(e:Entity) RETURN e.name AS name, e.kind AS kind ORDER BY name"
+    )
+    # the edited file reached the observation from the tool call, as the same entity the learning is about
+    assert [(r["name"], r["kind"]) for r in mentioned] == [
+        ("STRIPE_API_URL", "config"),
+        ("Stripe", "organisation"),
+        ("billing/deploy.sh", "file"),
+    ]
+    names = graph.read("MATCH (e:Entity) RETURN e.name AS name, e.aliases AS aliases")
+    assert AWS_KEY not in json.dumps(names)
+    pair = graph.read(
+        "MATCH (a:Entity {name: 'STRIPE_API_URL'})-[c:CO_OCCURS]-(b:Entity {name: 'billing/deploy.sh'}) "
+        "RETURN c.weight AS w"
+    )
+    assert pair == [{"w": 2}]  # the learning and the observation

@@ -288,3 +288,47 @@ def test_backfill_embeds_live_memory_only(
     assert len(fake_llm.embeddings()) == 3
     again = CliRunner().invoke(cli, ["backfill-embeddings"])
     assert "already has an embedding" in again.output
+
+
+def test_a_superseded_learning_leaves_the_graph_walk_and_its_entities_counts(
+    graph: Graph, gate_settings: Settings, fake_llm: FakeLLM
+) -> None:
+    from datetime import UTC, datetime
+
+    from mkg_core.entities.linker import link_text
+    from mkg_core.entities.store import Linked, link
+
+    project = "gate-entities"
+    old_text = "The session cache runs on Redis at cache.internal."
+    new_text = "The session cache moved from Redis to Valkey at cache.internal."
+    _learning(graph, "cache:old", old_text, project)
+    _learning(graph, "cache:new", new_text, project, status="candidate")
+    items = [
+        Linked(lid, "Learning", "project", project, USER, tuple(link_text(text)))
+        for lid, text in (("cache:old", old_text), ("cache:new", new_text))
+    ]
+    graph.write_tx(lambda tx: link(tx, items, now=datetime.now(UTC)))
+    fake_llm.reply(
+        {"verdict": "supersedes", "ids": ["cache:old"], "reason": "the cache moved"}, when=new_text
+    )
+
+    def walk() -> list[str]:
+        hits = search_learnings(
+            graph, "what runs the Redis session cache", project_id=project, user_id=USER, session_id=None,
+            limit=5, min_score=0.3, use_fulltext=False, use_vector=False,
+        )  # fmt: skip
+        return sorted(hit.id for hit in hits)
+
+    def redis() -> dict[str, Any]:
+        return graph.read(
+            "MATCH (e:Entity {key: 'redis'}) "
+            "RETURN e.mentions AS mentions, COUNT { (e)<-[:ABOUT]-() } AS links"
+        )[0]
+
+    assert walk() == ["cache:new", "cache:old"] and redis() == {"mentions": 2, "links": 2}
+    report = Gate(graph, gate_settings, project, LiteLLMEmbedder(gate_settings)).run(
+        ["cache:new"], sweep=False
+    )
+    assert report.decided == {"cache:new": "supersedes"}
+    assert walk() == ["cache:new"]
+    assert redis() == {"mentions": 1, "links": 2}  # the tombstone keeps its link, uncounted

@@ -165,7 +165,8 @@ def test_session_requires_an_explicit_access_mode(graph: Graph) -> None:
 def test_vector_dimension_change_is_detected(graph: Graph) -> None:
     apply_schema(graph, core_statements(DIMS))
     assert vector_dimension_mismatches(graph, DIMS) == []
-    assert vector_dimension_mismatches(graph, 8) == [
+    assert sorted(vector_dimension_mismatches(graph, 8)) == [
+        "entity_vector has 4 dimensions, memory's vectors have 8",
         "project_learning_vector has 4 dimensions, memory's vectors have 8",
         "project_observation_vector has 4 dimensions, memory's vectors have 8",
         "query_error_pattern_vector has 4 dimensions, memory's vectors have 8",

@@ -26,6 +26,7 @@ HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"na
 CORE_TOOLS = {
     "project_get_context",
     "project_add_learning",
+    "project_entity",
     "episode_search",
     "episode_fetch",
     "project_review_queue",

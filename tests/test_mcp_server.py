@@ -26,6 +26,7 @@ PROBE = {"MKG_PLUGINS": "mkg_tool_probe", "PYTHONPATH": str(ROOT / "tests" / "pl
 CORE_TOOLS = {
     "project_get_context",
     "project_add_learning",
+    "project_entity",
     "episode_search",
     "episode_fetch",
     "project_review_queue",
@@ -113,7 +114,9 @@ def test_add_learning_then_recall_it(env: dict[str, str], graph: Graph) -> None:
 
     context = call(env, "project_get_context", query="how do we do deploying with helm charts?")
     found = {item["id"]: item for item in context["learnings"]}
-    assert added["id"] in found and set(found[added["id"]]["found_by"]) == {"fulltext", "vector"}
+    # the graph branch too: the prompt and the learning both name the command `helm charts`
+    assert added["id"] in found
+    assert set(found[added["id"]]["found_by"]) == {"fulltext", "vector", "graph"}
     assert context["project"]["id"] == PROJECT and context["review_queue_waiting"] == 1  # the user fact
     other = call(env, "project_get_context", query="helm charts deployments", project_id="another-project")
     assert added["id"] not in {item["id"] for item in other["learnings"]}
@@ -422,3 +425,34 @@ def test_the_mcp_inspector_cli_as_an_outside_client(env: dict[str, str], graph: 
         "--method", "tools/call", "--tool-name", "neo4j_read_cypher", "--tool-arg", "query=CREATE (:Hacked)"
     )
     assert refused["isError"] is True and "read-only" in json.dumps(refused["content"])
+
+
+def _entity(env: dict[str, str], **arguments: Any) -> tuple[bool, Any]:
+    return run(_server(env), lambda c: _call(c, "project_entity", **arguments))
+
+
+def test_entities_of_the_memory_and_one_entitys_neighbourhood(env: dict[str, str], graph: Graph) -> None:
+    first = call(env, "project_add_learning", text="ops/deploy.sh reads STRIPE_API_URL from the vault.")
+    second = call(env, "project_add_learning", text="Rotate STRIPE_API_URL with `make rotate` every quarter.")
+    call(env, "project_add_learning", text="Ana reviews every change to ops/deploy.sh.", scope="user")
+    context = call(env, "project_get_context", query="how do we deploy?")
+    top = {item["name"]: item for item in context["entities"]}
+    assert top["STRIPE_API_URL"] == {
+        "name": "STRIPE_API_URL",
+        "kind": "config",
+        "scope": "project",
+        "mentions": 2,
+    }
+
+    error, entity = _entity(env, name="stripe_api_url")
+    assert not error and entity["entity"]["name"] == "STRIPE_API_URL"
+    assert {item["id"] for item in entity["learnings"]} == {first["id"], second["id"]}
+    assert [item["name"] for item in entity["files"]] == ["ops/deploy.sh"]
+    assert {item["name"] for item in entity["related"]} >= {"make rotate", "vault"}
+    error, by_alias = _entity(env, name="deploy.sh")  # the file's base name
+    assert not error and by_alias["entity"]["name"] == "ops/deploy.sh"
+    assert by_alias["entity"]["aliases"] == ["deploy.sh"]
+    error, message = _entity(env, name="STRIPE key")
+    assert error and "no entity 'STRIPE key'" in str(message) and "'STRIPE_API_URL'" in str(message)
+    error, elsewhere = _entity(env, name="vault", project_id="another-project")
+    assert error and "no entity 'vault'" in str(elsewhere)

@@ -22,6 +22,7 @@ PLUGIN_API = frozenset(
         "mkg_core.cli",
         "mkg_core.contrib",
         "mkg_core.embedding",
+        "mkg_core.entities",
         "mkg_core.envfiles",
         "mkg_core.errors",
         "mkg_core.events",

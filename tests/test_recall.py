@@ -332,8 +332,10 @@ def test_prompt_recall_uses_vectors_when_an_embedder_is_configured(
     capture.start_worker()
     context = _prompt(capture, "deploying charted releases")
     assert "Deployments go through charts" in context
-    (request,) = fake_llm.embeddings()
-    assert request.body["input"] == ["deploying charted releases"]
+    prompt, names = fake_llm.embeddings()
+    assert prompt.body["input"] == ["deploying charted releases"]
+    # the graph branch looks the names the prompt mentions up among entities, by their embeddings
+    assert names.body["input"] == ["charted releases", "releases"]
 
 
 def test_a_date_in_the_prompt_favours_memory_made_then(

@@ -77,7 +77,7 @@ def build_cli(host: PluginHost) -> click.Group:
             },
         )
 
-    from . import doctor, enrich, neo4j, setup, ui, worker
+    from . import doctor, enrich, entities, neo4j, setup, ui, worker
     from .core import register_core_commands
     from .memory import register_memory_commands
 
@@ -88,6 +88,7 @@ def build_cli(host: PluginHost) -> click.Group:
     cli.add_command(worker.worker_group)
     cli.add_command(worker.status_command)
     cli.add_command(enrich.enrich_command)
+    cli.add_command(entities.entities_group)
     cli.add_command(neo4j.neo4j_group)
     cli.add_command(ui.ui_command)
     host.register_commands(cli)

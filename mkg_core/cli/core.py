@@ -187,6 +187,8 @@ def seed_command(app: App, name: str | None) -> None:
             raise click.UsageError(f"unknown seeder {name!r} (installed: {known})")
         console = Console()
         with Graph.connect(settings) as graph, console.status(f"seeding {name}..."):
+            # a seeder writes memory, linked to its entities: the indexes that needs come first
+            apply_schema(graph, app.host.schema_statements(settings), wait_seconds=60)
             context = SeedContext(
                 graph=graph,
                 settings=settings,

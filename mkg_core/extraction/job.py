@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..contrib import CaptureContext, Job
 from ..embedding import embed_or_none
+from ..enrichment import derive, resources
+from ..entities.linker import link_resources
+from ..entities.model import Mention
 from ..gate import Gate
 from ..learnings import LearningWrite
 from ..llm import LLM, LLMError, Usage, fence
@@ -25,8 +28,16 @@ from .prompts import (
     ObservationAnswer,
     render,
 )
-from .rows import learning_writes, observation_rows, observation_text
-from .store import ProcessingRecord, Window, commit_window, fetch_window, record_waiting, waiting_sessions
+from .rows import Mentions, learning_writes, observation_rows, observation_text, with_resources
+from .store import (
+    EntityLinks,
+    ProcessingRecord,
+    Window,
+    commit_window,
+    fetch_window,
+    record_waiting,
+    waiting_sessions,
+)
 
 if TYPE_CHECKING:
     from ..contrib import Embedder
@@ -72,6 +83,7 @@ class _Distilled:
     observations: list[dict[str, Any]]
     observation_error: str | None
     repaired: bool
+    entities: EntityLinks
 
 
 @dataclass
@@ -129,7 +141,7 @@ class Extractor:
                 return self._wait(self._record(window, llm, "skipped"), reason)
             return self._commit(self._record(window, llm, "skipped"), reason=reason)
         try:
-            distilled = self._distil(window, corpus, llm)
+            distilled = self._distil(window, corpus, llm, self._touched(window.session_id, events))
         except LLMError as exc:
             log.warning("extraction for session %s failed: %s", session_id, exc)
             return self._wait(self._record(window, llm, "error", exc.usage), str(exc))
@@ -159,7 +171,19 @@ class Extractor:
     def _record(self, window: Window, llm: LLM, status: str, usage: Usage | None = None) -> ProcessingRecord:
         return ProcessingRecord(self.project.id, self.user_id, window, llm.label, status, usage or Usage())
 
-    def _distil(self, window: Window, corpus: str, llm: LLM) -> _Distilled:
+    def _touched(self, session_id: str, events: list[dict[str, Any]]) -> list[Mention]:
+        """The files, URLs and tables the window's tool calls touched, as enrichment reads them
+        (files written first), relative to the project's folder when they are inside it."""
+        client = next((e.get("client") for e in events if e.get("client")), None)
+        adapter = self.adapters.get(client) if client else None
+        window: list[Mapping[str, Any]] = list(events)
+        calls = derive(session_id, window, None).calls
+        touched = [r for call in calls for r in resources(call, None, adapter)]
+        touched.sort(key=lambda r: r.role != "write")
+        cwd = next((call.cwd for call in calls if call.cwd), None)
+        return link_resources([(r.type, r.value) for r in touched], cwd)
+
+    def _distil(self, window: Window, corpus: str, llm: LLM, touched: list[Mention]) -> _Distilled:
         """The extraction call (an LLMError leaves the window waiting), then the observation call
         (its failure only costs the window its timeline entry), with embeddings for both."""
         values = {"project_name": self.project.name, "project_id": self.project.id}
@@ -172,7 +196,7 @@ class Extractor:
         )
         extracted = llm.complete_json(EXTRACTION_SYSTEM, prompt, ExtractionAnswer)
         usage = extracted.usage
-        writes = learning_writes(
+        writes, mentions = learning_writes(
             extracted.value,
             project_id=self.project.id,
             user_id=self.user_id,
@@ -184,12 +208,13 @@ class Extractor:
             prompt = render(OBSERVATION_PROMPT, corpus=session_record, **values)
             observed = llm.complete_json(OBSERVATION_SYSTEM, prompt, ObservationAnswer)
             usage = usage + observed.usage
-            observations = observation_rows(
+            observations, observed_mentions = observation_rows(
                 observed.value,
                 ids_prefix=window.observation_prefix,
                 started_at=window.started_at,
                 ended_at=window.ended_at,
             )
+            mentions.update(with_resources(observations, observed_mentions, touched))
         except LLMError as exc:
             log.warning("observations for session %s failed: %s", window.session_id, exc)
             observation_error = str(exc)
@@ -198,7 +223,14 @@ class Extractor:
         vectors = embed_or_none(self.embedder, [observation_text(row) for row in observations])
         for row, vector in zip(observations, vectors, strict=True):
             row["embedding"] = vector
-        return _Distilled(usage, writes, observations, observation_error, extracted.repaired)
+        entities = self._entity_links(mentions)
+        return _Distilled(usage, writes, observations, observation_error, extracted.repaired, entities)
+
+    def _entity_links(self, mentions: Mentions) -> EntityLinks:
+        """The window's mentions with embeddings of their names (for resolution and the walk)."""
+        names = sorted({m.name for found in mentions.values() for m in found})
+        vectors = dict(zip(names, embed_or_none(self.embedder, names), strict=True)) if self.embedder else {}
+        return EntityLinks(mentions, vectors, self.settings.entity_merge_similarity)
 
     def _existing_memory(self, corpus: str) -> str:
         recalled = search_learnings(
@@ -246,7 +278,10 @@ class Extractor:
             repaired=distilled.repaired if distilled else False,
         )
         now = datetime.now(UTC)
-        result = self.graph.write_tx(lambda tx: commit_window(tx, record, props, writes, observations, now))
+        entities = distilled.entities if distilled else None
+        result = self.graph.write_tx(
+            lambda tx: commit_window(tx, record, props, writes, observations, now, entities)
+        )
         if result.refused:
             log.warning(
                 "refused updates to learnings this project does not own: %s", ", ".join(result.refused)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from ..llm import FENCE_RULE
 
@@ -42,11 +42,16 @@ Rules:
 - task_pattern: at most six lowercase words naming the recurring kind of task this helps with
   (for example "release checklist", "flaky test triage"), or null.
 - confidence: 0.0 to 1.0, how sure you are this is true and durable.
+- entities: the few things (at most six) the learning is about, each named as the record names it,
+  with its kind: file, directory, module, symbol (a function or class), command, service (an API or
+  endpoint), dependency, config (a configuration key or environment variable), table, person,
+  organisation, place or concept. Never a secret or a value, only names.
 
 Answer with exactly this JSON shape:
 {"learnings": [{"action": "create|update|ignore", "existing_id": null, "scope": "project|user",
   "kind": "fact|error", "text": "...", "task_pattern": null, "tool_key": null,
-  "error_signature": null, "resolved": null, "confidence": 0.7, "reason": "why this is worth keeping"}]}
+  "error_signature": null, "resolved": null, "confidence": 0.7, "reason": "why this is worth keeping",
+  "entities": [{"name": "billing/deploy.sh", "kind": "file"}]}]}
 
 What happened:
 [[CORPUS]]
@@ -70,9 +75,13 @@ clearly separate efforts. Each has:
 - facts: two to six short concrete statements (files, commands, results)
 - narrative: two to four sentences: what was asked, what was done, how it ended (done, in
   progress or blocked)
+- entities: the things (at most eight) the work touched or was about, named as the record names
+  them, each with its kind (file, directory, module, symbol, command, service, dependency, config,
+  table, person, organisation, place, concept); never a secret or a value
 
 Answer with exactly this JSON shape:
-{"observations": [{"type": "change", "title": "...", "facts": ["..."], "narrative": "..."}]}
+{"observations": [{"type": "change", "title": "...", "facts": ["..."], "narrative": "...",
+  "entities": [{"name": "make lint", "kind": "command"}]}]}
 
 The work:
 [[CORPUS]]
@@ -89,6 +98,35 @@ def render(template: str, **values: str) -> str:
 # -- answers -----------------------------------------------------------------------------------------
 
 
+class EntityItem(BaseModel):
+    """A thing an answer names: a name and its kind (a bare string is a name of kind concept)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    kind: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+
+def _named_things(value: Any) -> list[Any]:
+    """The usable items of an ``entities`` answer: names, or objects with a name (the rest is
+    dropped rather than failing the whole answer)."""
+    if not isinstance(value, list):
+        return []
+    return [
+        item for item in value
+        if isinstance(item, str) or (isinstance(item, dict) and isinstance(item.get("name"), str))
+    ][:12]  # fmt: skip
+
+
+Entities = Annotated[list[EntityItem], BeforeValidator(_named_things)]
+
+
 class LearningAction(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -103,6 +141,7 @@ class LearningAction(BaseModel):
     resolved: bool | str | None = None
     confidence: float | str | None = None
     reason: str | None = None
+    entities: Entities = Field(default_factory=list)
 
 
 class ExtractionAnswer(BaseModel):
@@ -118,6 +157,7 @@ class ObservationItem(BaseModel):
     title: str = ""
     facts: list[Any] = Field(default_factory=list)
     narrative: str = ""
+    entities: Entities = Field(default_factory=list)
 
 
 class ObservationAnswer(BaseModel):

@@ -1,9 +1,12 @@
-"""The model's answers as rows to write: learnings with derived ids and bounded values, observations."""
+"""The model's answers as rows to write: learnings with derived ids and bounded values, observations,
+and the entities each is about."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..entities.linker import link_text
+from ..entities.model import Mention, kind_of
 from ..events import tool_key as normalize_tool_key
 from ..learnings import (
     LearningWrite,
@@ -14,7 +17,7 @@ from ..learnings import (
     task_pattern,
 )
 from ..redaction import scrub
-from .prompts import ExtractionAnswer, ObservationAnswer
+from .prompts import EntityItem, ExtractionAnswer, ObservationAnswer
 
 OBSERVATION_TYPES = ("change", "bugfix", "feature", "refactor", "discovery", "decision", "problem")
 
@@ -27,11 +30,27 @@ def _as_bool(value: object) -> bool | None:
     return None
 
 
+Mentions = dict[str, tuple[Mention, ...]]
+
+
+def mentions_of(named: list[EntityItem], text: str) -> tuple[Mention, ...]:
+    """What an item is about: the entities the model named, then the code artifacts and proper
+    names the linker finds in its text; when the model named none, everything the linker finds.
+    (Names are scrubbed when they are written, see :func:`mkg_core.entities.store.safe_mention`.)"""
+    found = [
+        m for m in (Mention.of(item.name, kind_of(item.kind), item.aliases, "llm") for item in named) if m
+    ]
+    found += link_text(text, concepts=not found)
+    return tuple({m.key: m for m in reversed(found)}.values())[::-1]
+
+
 def learning_writes(
     answer: ExtractionAnswer, *, project_id: str, user_id: str | None, limit: int
-) -> list[LearningWrite]:
-    """Turn the model's actions into writes: ignore dropped, ids derived, values bounded."""
+) -> tuple[list[LearningWrite], Mentions]:
+    """Turn the model's actions into writes (ignore dropped, ids derived, values bounded), and the
+    entities each written learning is about, by learning id."""
     writes: list[LearningWrite] = []
+    mentions: Mentions = {}
     for action in answer.learnings:
         verb = action.action.strip().lower()
         if verb not in ("create", "update"):
@@ -66,15 +85,18 @@ def learning_writes(
                 continue
             lid = learning_id(namespace(scope, project_id, user_id), text)
             writes.append(LearningWrite(id=lid, action="create", **common))  # type: ignore[arg-type]
+        mentions[writes[-1].id] = mentions_of(action.entities, text or "")
         if len(writes) >= limit:
             break
-    return writes
+    return writes, mentions
 
 
 def observation_rows(
     answer: ObservationAnswer, *, ids_prefix: str, started_at: Any, ended_at: Any
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], Mentions]:
+    """The timeline entries to write, and the entities each is about, by observation id."""
     rows: list[dict[str, Any]] = []
+    mentions: Mentions = {}
     for item in answer.observations:
         title = collapse(item.title, 200)
         if not title:
@@ -91,9 +113,27 @@ def observation_rows(
                 "ended_at": ended_at,
             }
         )
+        mentions[rows[-1]["id"]] = mentions_of(item.entities, observation_text(rows[-1]))
         if len(rows) == 3:
             break
-    return rows
+    return rows, mentions
+
+
+def with_resources(
+    rows: list[dict[str, Any]], mentions: Mentions, touched: list[Mention], limit: int = 8
+) -> Mentions:
+    """The window's tool calls' files, URLs and tables added to its observations: each to the ones
+    whose text names it (by its name or an alias), else to the first."""
+    if not rows or not touched:
+        return mentions
+    out = {key: list(value) for key, value in mentions.items()}
+    for mention in touched[:limit]:
+        names = [mention.name, *mention.aliases]
+        named = [row["id"] for row in rows if any(name in observation_text(row) for name in names)]
+        for observation_id in named or [rows[0]["id"]]:
+            if all(m.key != mention.key for m in out[observation_id]):
+                out[observation_id].append(mention)
+    return {key: tuple(value) for key, value in out.items()}
 
 
 def observation_text(row: dict[str, Any]) -> str:

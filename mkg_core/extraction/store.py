@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..entities.model import Mention
+from ..entities.store import Linked, link
 from ..learnings import LearningWrite, WriteResult, write_learnings
 from ..llm import Usage
 
@@ -232,6 +234,16 @@ def record_waiting(graph: Graph, record: ProcessingRecord, reason: str, now: dat
     )
 
 
+@dataclass(frozen=True)
+class EntityLinks:
+    """What a window's memory is about: mentions by learning or observation id, the embeddings of
+    their names (empty without an embedder) and the cosine at which resolution merges names."""
+
+    mentions: dict[str, tuple[Mention, ...]] = field(default_factory=dict)
+    vectors: dict[str, list[float] | None] = field(default_factory=dict)
+    merge_similarity: float = 1.01
+
+
 def commit_window(
     tx: neo4j.ManagedTransaction,
     record: ProcessingRecord,
@@ -239,9 +251,11 @@ def commit_window(
     writes: list[LearningWrite],
     observations: list[dict[str, Any]],
     now: datetime,
+    entities: EntityLinks | None = None,
 ) -> WriteResult:
     """In one transaction: the processing record (resolving the waiting one), its events marked
-    processed, the learnings, and the observations appended to the project's timeline."""
+    processed, the learnings, the observations appended to the project's timeline, and the
+    entities both are about."""
     window = record.window
     tx.run(
         WRITE_PROCESSING,
@@ -279,4 +293,20 @@ def commit_window(
         tx.run(CHAIN_OBSERVATIONS, project_id=record.project_id, ids=ids).consume()
     if result.refused:
         tx.run(RECORD_REFUSED, id=window.processing_id, refused=list(result.refused)).consume()
+    if entities is not None and entities.mentions:
+        written = set(result.created) | set(result.updated)
+        scope = {write.id: write.scope for write in writes}
+        items = [
+            Linked(
+                lid, "Learning", scope[lid], record.project_id, record.user_id, entities.mentions.get(lid, ())
+            )
+            for lid in scope
+            if lid in written
+        ]
+        items += [
+            Linked(row["id"], "Observation", "project", record.project_id, record.user_id,
+                   entities.mentions.get(row["id"], ()))
+            for row in observations
+        ]  # fmt: skip
+        link(tx, items, now=now, vectors=entities.vectors, merge_similarity=entities.merge_similarity)
     return result

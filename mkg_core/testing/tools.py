@@ -125,7 +125,7 @@ def mcp_session(target: Any, work: Any, *, token: str | None = None) -> Any:
     return asyncio.run(main())
 
 
-async def mcp_call(client: Any, name: str, **arguments: Any) -> tuple[bool, Any]:
+async def mcp_call(client: Any, name: str, /, **arguments: Any) -> tuple[bool, Any]:
     """Call a tool; return ``(is_error, value)`` with the value decoded from structured or JSON text."""
     result = await client.call_tool(name, arguments)
     if result.is_error:

@@ -10,6 +10,7 @@ nothing.
     (:CSM {name})-[:OWNS]->(:Account {id})-[:USES_PRODUCT {contracted_seats, mau, ...}]->(:Product {sku})
     (:Account)-[:HAS_CONTACT]->(:Contact {contact_id})
     (:Project)-[:HAS_LEARNING]->(:Learning {status: 'approved', source: 'seed'})
+    (:Entity {kind: 'organisation'})-[:REFERS_TO]->(:Account)      the project's entity per account
     (:SystemPrompt {name: 'project:<project id>'})-[:HAS_VERSION]->(:SystemPromptVersion)
 """
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mkg_core import system_prompt
 from mkg_core.contrib import SchemaStatement, SeedContext
 from mkg_core.embedding import embed_or_none
+from mkg_core.entities import Linked, Mention, ProviderLink, link, link_provider_nodes, link_text
 from mkg_core.errors import MkgError
 from mkg_core.learnings import learning_id, task_pattern
 
@@ -260,10 +262,32 @@ def seed_learnings(
         }
         for item, vector in zip(LEARNINGS, vectors, strict=True)
     ]
-    return graph.write(
-        MERGE_LEARNINGS,
-        {"rows": rows, "project_id": project_id, "project_name": project_name, "now": datetime.now(UTC)},
-    )
+    now = datetime.now(UTC)
+    items = [
+        Linked(row["id"], "Learning", "project", project_id, None, tuple(link_text(row["text"])))
+        for row in rows
+    ]
+
+    def work(tx: Any) -> list[dict[str, Any]]:
+        params = {"rows": rows, "project_id": project_id, "project_name": project_name, "now": now}
+        written = tx.run(MERGE_LEARNINGS, params).data()
+        link(tx, items, now=now)  # what each learning is about, as the linker reads it
+        return written
+
+    return list(graph.write_tx(work))
+
+
+def seed_account_entities(graph: Graph, data: Dataset, project_id: str) -> int:
+    """Each account as an organisation entity of the project (its domain an alias), linked to the
+    account, so that memory naming an account leads to it. Returns the number of accounts linked."""
+    links = [
+        ProviderLink("Account", "id", account["id"], mention, project_id)
+        for account in data.accounts
+        for mention in [Mention.of(account["name"], "organisation", [account["domain"]], "provider")]
+        if mention is not None
+    ]
+    now = datetime.now(UTC)
+    return int(graph.write_tx(lambda tx: link_provider_nodes(tx, links, now=now)))
 
 
 # -- the persona -------------------------------------------------------------------------------------
@@ -302,6 +326,8 @@ def seed_minimum(
         f"(as of {data.as_of.isoformat()})"
     )
     rows = seed_learnings(graph, context, project_id, project_name)
+    entities = seed_account_entities(graph, data, project_id)
+    say(f"entities: {entities} accounts as organisations of project {project_id!r}")
     approved = sum(1 for row in rows if row["status"] == "approved")
     vectors = "with embeddings" if context.embedder is not None else "text only (no embedder available)"
     count = len(rows)

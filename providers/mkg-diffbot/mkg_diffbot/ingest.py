@@ -9,6 +9,9 @@
   term of the DQL query that the article itself contains (and to those accounts' Diffbot
   organizations).
 - Everything captured links ``[:CAPTURED_IN]->(:Session)``.
+- Organisations and people become entities of the session's project (``(:Entity {kind:
+  'organisation'|'person'})-[:REFERS_TO]->(entity)``, with their other names and domain as
+  aliases), so memory that names them reaches what Diffbot knows.
 
 Only entities with a real Diffbot id are stored: a reference without one is dropped, never given
 an invented id. The harness's wrapping (JSON in strings, MCP content blocks, ``{"result": ...}``
@@ -27,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mkg_core.contrib import CaptureContext, CaptureHandler, SchemaStatement
+from mkg_core.entities import Mention, ProviderLink, link_provider_nodes
 from mkg_core.events import HookEvent
 from mkg_core.tool_results import unwrap
 
@@ -374,6 +378,8 @@ class DiffbotIngestion(CaptureHandler):
         tool_input = event.tool_input if isinstance(event.tool_input, dict) else {}
         params = {"now": datetime.now(UTC), "session_id": event.session_id}
         stored = linked = 0
+        links: list[ProviderLink] = []
+        project = context.project.id if context.project else None
         if event.tool_key == "enhance_entity":
             for label, rows in entity_rows(payload, tool_input).items():
                 if rows:
@@ -381,14 +387,42 @@ class DiffbotIngestion(CaptureHandler):
                         _WRITE_ENTITIES.format(label=label), {**params, "rows": rows}
                     )
                     stored, linked = _add(result, stored, linked)
+                    links += entity_links(label, rows, project)
             what = "entities"
         else:
             rows = article_rows(payload, tool_input.get("dql"))
             if rows:
                 result = context.graph.write(_WRITE_ARTICLES, {**params, "rows": rows})
                 stored, linked = _add(result, stored, linked)
+                organizations = [
+                    ref | {"props": {"name": ref["name"]}} for row in rows for ref in row["organizations"]
+                ]
+                links += entity_links("DiffbotOrganization", organizations, project)
             what = "articles"
-        log.info("diffbot: stored %d %s, %d account link(s)", stored, what, linked)
+        if links:
+            context.graph.write_tx(lambda tx: link_provider_nodes(tx, links, now=params["now"]))
+        log.info("diffbot: stored %d %s, %d account link(s), %d entities", stored, what, linked, len(links))
+
+
+def entity_links(label: str, rows: list[dict[str, Any]], project_id: str | None) -> list[ProviderLink]:
+    """The project's entities for Diffbot nodes: an organisation by name, with its other names (the
+    one the agent asked about among them) and its domain as aliases; a person by name."""
+    if project_id is None:
+        return []
+    kind = "person" if label == "DiffbotPerson" else "organisation"
+    links = []
+    for row in rows:
+        props = row.get("props") or {}
+        aliases: list[str] = []
+        if kind == "organisation":
+            aliases = [
+                key for key in row.get("name_keys") or [] if key != str(props.get("name") or "").lower()
+            ]
+            aliases += [row["domain"]] if row.get("domain") else []
+        mention = Mention.of(str(props.get("name") or ""), kind, aliases, "provider")
+        if mention is not None:
+            links.append(ProviderLink(label, "id", row["id"], mention, project_id))
+    return links
 
 
 def _add(result: Iterable[dict[str, Any]], stored: int, linked: int) -> tuple[int, int]:
