@@ -94,7 +94,8 @@ def test_switching_to_the_local_model_rebuilds_the_indexes_and_embeds_again(
     apply_schema(graph, host.schema_statements(load_settings(project_root=Path.cwd())))
     graph.write(
         "UNWIND $rows AS row CREATE (l:Learning {id: row[0], text: row[1], status: row[2]}) "
-        "SET l.scope = 'project', l.project_id = 'p'",
+        "SET l.scope = 'project', l.project_id = 'p' "
+        "WITH collect(l) AS made CREATE (:Entity {id: 'ent', name: 'billing service', kind: 'service'})",
         {
             "rows": [
                 ["fact", FACT, "approved"],
@@ -106,12 +107,13 @@ def test_switching_to_the_local_model_rebuilds_the_indexes_and_embeds_again(
     before = CliRunner().invoke(cli, ["backfill-embeddings"])
     assert before.exit_code == 0 and "with litellm" in before.output, before.output
     assert graph.read("MATCH (l:Learning {id: 'fact'}) RETURN size(l.embedding) AS n") == [{"n": 64}]
+    assert graph.read("MATCH (e:Entity {id: 'ent'}) RETURN size(e.embedding) AS n") == [{"n": 64}]
 
     monkeypatch.delenv("OPENAI_API_KEY")  # no key any more: the local model takes over
     monkeypatch.delenv("EMBEDDING_MODEL", raising=False)
     local = load_settings(project_root=Path.cwd())
     assert host.embedder(local) is not None and host.vector_dimensions(local) == 384
-    assert len(vector_dimension_mismatches(graph, 384)) == 3
+    assert len(vector_dimension_mismatches(graph, 384)) == 4  # learnings, observations, patterns, entities
     embedder = host.embedder(local)
     skipped = search_learnings(
         graph, ASKED, project_id="p", user_id=None, session_id=None, limit=5, min_score=0.0,
@@ -133,12 +135,15 @@ def test_switching_to_the_local_model_rebuilds_the_indexes_and_embeds_again(
     result = CliRunner().invoke(cli, ["backfill-embeddings"])
     assert result.exit_code == 0, result.output
     assert "Rebuilt for 384-dimensional vectors (local): project_learning_vector" in result.output
-    assert "Embedded 2 of 2 item(s) with local; 0 failed." in result.output
+    assert "Embedded 3 of 3 item(s) with local; 0 failed." in result.output
     assert vector_dimension_mismatches(graph, 384) == []
     sizes = {
         r["id"]: r["n"] for r in graph.read("MATCH (l:Learning) RETURN l.id AS id, size(l.embedding) AS n")
     }
     assert sizes == {"fact": 384, "other": 384, "dead": None}
+    (entity,) = graph.read("MATCH (e:Entity {id: 'ent'}) RETURN e.embedding AS v")
+    (name,) = embedder.embed(["billing service"])  # an entity is embedded from its name
+    assert sum(a * b for a, b in zip(entity["v"], name, strict=True)) > 0.999
     found = search_learnings(
         graph, ASKED, project_id="p", user_id=None, session_id=None, limit=5, min_score=0.0,
         embedder=embedder, min_similarity=0.35, use_fulltext=False,

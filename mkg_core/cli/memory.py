@@ -107,15 +107,16 @@ def _ask(item: dict[str, Any]) -> str:
     return str(click.prompt(prompt, type=click.Choice(allowed), show_choices=False))
 
 
-#: Live learnings and observations with no vector, or one of another length than the embedder's.
+#: Live learnings, observations and entities with no vector, or one of another length than the
+#: embedder's.
 _TO_EMBED = """
 MATCH (n)
-WHERE (n:Learning AND n.status IN ['approved', 'candidate'] OR n:Observation)
+WHERE (n:Learning AND n.status IN ['approved', 'candidate'] OR n:Observation OR n:Entity)
   AND (n.embedding IS NULL OR size(n.embedding) <> $dimensions)"""
 LIVE_WITHOUT_EMBEDDING = (
     _TO_EMBED
     + """ AND NOT n.id IN $failed
-RETURN n.id AS id, n:Observation AS observation, n.text AS text,
+RETURN n.id AS id, n:Observation AS observation, n:Entity AS entity, n.name AS name, n.text AS text,
        coalesce(n.title, '') AS title, coalesce(n.facts, []) AS facts, coalesce(n.narrative, '') AS narrative
 LIMIT $batch
 """
@@ -123,7 +124,7 @@ LIMIT $batch
 COUNT_MISSING = _TO_EMBED + "\nRETURN count(n) AS missing"
 STORE = """
 UNWIND $rows AS row
-MATCH (n {id: row.id}) WHERE (n:Learning OR n:Observation)
+MATCH (n {id: row.id}) WHERE (n:Learning OR n:Observation OR n:Entity)
   AND (n.embedding IS NULL OR size(n.embedding) <> $dimensions)
 SET n.embedding = row.vector, n.embedding_updated_at = $now
 """
@@ -135,8 +136,8 @@ SET n.embedding = row.vector, n.embedding_updated_at = $now
 )
 @pass_app
 def backfill_command(app: App, batch: int) -> None:
-    """Embed live learnings and observations that have no embedding yet, or one made by another
-    embedder (a vector of another length); tombstones are skipped.
+    """Embed live learnings, observations and entities (their names) that have no embedding yet, or
+    one made by another embedder (a vector of another length); tombstones are skipped.
 
     When the embedder in use makes vectors of another length than the vector indexes hold (after a
     switch between a provider's model and the local one), the indexes are rebuilt first. Safe to
@@ -162,7 +163,7 @@ def backfill_command(app: App, batch: int) -> None:
                 )
             total = int(graph.read(COUNT_MISSING, {"dimensions": dimensions})[0]["missing"])
             if not total:
-                click.echo("Every live learning and observation already has an embedding.")
+                click.echo("Every live learning, observation and entity already has an embedding.")
                 return
             done = 0
             failed: list[str] = []
@@ -398,6 +399,9 @@ def prompt_reset(app: App, scope: str | None, project_id: str | None) -> None:
 
 
 def _text_of(row: dict[str, Any]) -> str:
-    """The text a learning or an observation is embedded from (as extraction embeds it)."""
+    """The text a learning, an observation or an entity is embedded from (as extraction and entity
+    linking embed them)."""
+    if row["entity"]:
+        return row["name"] or " "
     text = observation_text(row) if row["observation"] else row["text"]
     return text or " "

@@ -264,13 +264,20 @@ def seed_learnings(
     ]
     now = datetime.now(UTC)
     items = [
-        Linked(row["id"], "Learning", "project", project_id, None, tuple(link_text(row["text"])))
-        for row in rows
+        Linked(
+            learning_id(project_id, item.text),
+            "Learning",
+            "project",
+            project_id,
+            None,
+            tuple(link_text(item.text)),
+        )
+        for item in LEARNINGS
     ]
 
     def work(tx: Any) -> list[dict[str, Any]]:
         params = {"rows": rows, "project_id": project_id, "project_name": project_name, "now": now}
-        written = tx.run(MERGE_LEARNINGS, params).data()
+        written: list[dict[str, Any]] = tx.run(MERGE_LEARNINGS, params).data()
         link(tx, items, now=now)  # what each learning is about, as the linker reads it
         return written
 
