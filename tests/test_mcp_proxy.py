@@ -353,3 +353,26 @@ def test_the_proxy_imports_only_the_standard_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_kept_answers_follow_the_project_settings_the_server_reads(tmp_path: Path) -> None:
+    """A session started in a subfolder of a repository: the server reads the root's ``.mkg.env``,
+    so a change to that file (not to one in the subfolder) makes other answers to keep."""
+    root = tmp_path / "repo"
+    sub = root / "src" / "pkg"
+    sub.mkdir(parents=True)
+    (root / ".git").mkdir()
+    environ = {"HOME": str(tmp_path), "PATH": "/usr/bin"}
+    assert mcp_answers.project_root(environ, str(sub)) == str(root)
+    before = mcp_answers.fingerprint(environ, str(sub))
+    (root / ".mkg.env").write_text("MKG_PROJECT_ID=billing\n")
+    written = mcp_answers.fingerprint(environ, str(sub))
+    assert written != before
+    (sub / ".mkg.env").write_text("MKG_PROJECT_ID=ignored\n")  # not read by the server
+    assert mcp_answers.fingerprint(environ, str(sub)) == written
+    elsewhere = {**environ, "MKG_PROJECT_ROOT": str(sub)}  # an explicit root wins
+    assert mcp_answers.project_root(elsewhere, str(sub)) == str(sub)
+    assert mcp_answers.fingerprint(elsewhere, str(sub)) != written
+    outside = tmp_path / "loose"  # no repository: the folder itself
+    outside.mkdir()
+    assert mcp_answers.project_root(environ, str(outside)) == str(outside)

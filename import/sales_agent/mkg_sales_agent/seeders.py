@@ -202,8 +202,8 @@ LEARNINGS = (
         "expansion analysis",
     ),
     SeedLearning(
-        "Neo4j dates come back as {} through neo4j_read_cypher; return toString(a.renewal_date) or "
-        "duration.inDays(date(), a.renewal_date).days instead.",
+        "neo4j_read_cypher returns dates as ISO strings; count days until a renewal in the query with "
+        "duration.inDays(date(), a.renewal_date).days rather than by hand.",
         "fact",
         0.8,
         "cypher date handling",
