@@ -139,7 +139,16 @@ class JobRunner:
                 job.name,
                 lease,
             )
-            return job.run(event, context)
+            try:
+                return job.run(event, context)
+            finally:  # logged before the lease is freed, so no other worker's start can precede it
+                log.info(
+                    "job %s (%s) ends, freeing %s:%s",
+                    job.name,
+                    job_row.key.replace("\n", " "),
+                    job.name,
+                    lease,
+                )
 
     def _failed(self, job_row: JobRow, spool: Spool, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"

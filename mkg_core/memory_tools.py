@@ -346,6 +346,7 @@ def project_resolve_learning(
         reason=reason,
         conflict_id=conflict_id,
         embedder=context.embedder,
+        merge_similarity=context.settings.entity_merge_similarity,
     )
 
 

@@ -132,8 +132,11 @@ def resolve(
     reason: str | None = None,
     conflict_id: str | None = None,
     embedder: Embedder | None = None,
+    merge_similarity: float = MERGE_SIMILARITY,
 ) -> dict[str, Any]:
-    """Apply a human decision in one transaction; return what changed."""
+    """Apply a human decision in one transaction; return what changed. An edit relinks the
+    learning to the entities its new text names, merging names at ``merge_similarity``
+    (``MKG_ENTITY_MERGE_SIMILARITY``)."""
     if decision not in DECISIONS:
         raise ReviewError(f"decision must be one of {', '.join(DECISIONS)}, not {decision!r}")
     found = _live_learning(graph, learning_id, project_id=project_id, user_id=user_id)
@@ -147,7 +150,7 @@ def resolve(
         mentions = tuple(link_text(new_text))
         names = [m.name for m in mentions]
         vectors = dict(zip(names, embed_or_none(embedder, names), strict=True)) if embedder else {}
-        edit["entities"] = (found, mentions, vectors)
+        edit["entities"] = (found, mentions, vectors, merge_similarity)
     others = _conflicts_decided(found["conflicts"], learning_id, decision, conflict_id)
     reason = scrub(reason) if isinstance(reason, str) else None
     params = {
@@ -237,9 +240,10 @@ def _relink(
     found: dict[str, Any],
     mentions: tuple[Mention, ...],
     vectors: dict[str, list[float] | None],
+    merge_similarity: float,
 ) -> None:
     record = tx.run(UNLINK, id=params["id"]).single()
     for entity in record["entities"] if record else []:
         refresh_entity(tx, entity, now=params["now"])
     item = Linked(params["id"], "Learning", found["scope"], found["project_id"], found["user_id"], mentions)
-    link(tx, [item], now=params["now"], vectors=vectors, merge_similarity=MERGE_SIMILARITY)
+    link(tx, [item], now=params["now"], vectors=vectors, merge_similarity=merge_similarity)

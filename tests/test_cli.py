@@ -60,6 +60,11 @@ def test_mcp_server_help_and_bad_flags() -> None:
     assert bad.returncode == 2 and "carrier-pigeon" in bad.stderr and bad.stdout == ""
 
 
+def test_entities_link_refuses_all_with_a_project() -> None:
+    result = run(str(BIN / "mkg"), "entities", "link", "--all", "--project", "billing")
+    assert result.returncode == 1 and "--all links every project" in result.stderr, result.stderr
+
+
 def test_setup_non_interactive_writes_a_private_file(isolated_environment: Path, host) -> None:
     cli = build_cli(host)
     result = CliRunner().invoke(

@@ -328,3 +328,43 @@ def test_backfill_links_memory_written_before_entities(schema: Graph) -> None:
     done = backfill(graph, project_id=PROJECT, embedder=None, merge_similarity=1.01)
     assert done.items == 2 and _entity(graph, "events_daily")["links"] == 1
     assert backfill(graph, project_id=PROJECT, embedder=None, merge_similarity=1.01).items == 0
+
+
+class _Close(Embedder):
+    """Names embedded close to "children" where the test says so, the rest hashed."""
+
+    name = "close"
+    dimensions = 64
+
+    def __init__(self, close: set[str]) -> None:
+        self.close = close
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        near = hashed_vector("children", 64)
+        return [
+            [x + (0.02 if i == 0 else 0.0) for i, x in enumerate(near)]
+            if text in self.close
+            else hashed_vector(text, 64)
+            for text in texts
+        ]
+
+
+def test_a_reviewed_edit_relinks_at_the_configured_merge_similarity(schema: Graph) -> None:
+    from mkg_core.review import resolve
+
+    graph = schema
+    _learning(graph, "kids-1", "Melanie took the children to the museum.")
+    _link(graph, [_linked("kids-1", "Melanie took the children to the museum.")],
+          {"children": hashed_vector("children", 64)})  # fmt: skip
+    embedder = _Close({"kids", "youngsters"})
+    for lid, text, similarity in (
+        ("c1", "The kids loved it.", 1.01),
+        ("c2", "The youngsters loved it.", 0.9),
+    ):
+        _learning(graph, lid, "draft", status="candidate")
+        resolve(graph, lid, "edit_approve", project_id=PROJECT, user_id=ANA, text=text,
+                embedder=embedder, merge_similarity=similarity)  # fmt: skip
+    assert "kids" not in (_entity(graph, "children")["aliases"] or [])  # merging off: its own entity
+    merged = merges(graph, [f"project:{PROJECT}"])
+    assert [m["alias"] for m in merged] == ["youngsters"]  # merging at 0.9: into a close name
+    assert _entity(graph, "youngsters")["links"] == 2

@@ -33,7 +33,7 @@ FACTS = {
 }
 EXTRACT, OBSERVE, JUDGE = "long-term memory", "episodic timeline", 'kind="candidate">'
 STARTED = re.compile(r"^(\S+ \S+) .*\[(\d+)\] job (\S+) \(.*\) started, holding (\S+)$")
-ENDED = re.compile(r"^(\S+ \S+) .*\[(\d+)\] job (\S+) (?:\(.*\) done|gave up|failed)")
+ENDED = re.compile(r"^(\S+ \S+) .*\[(\d+)\] job (\S+) \(.*\) ends, freeing (\S+)$")
 
 
 def _extraction_answer(body: dict[str, Any]) -> dict[str, Any]:

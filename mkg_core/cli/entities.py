@@ -28,7 +28,9 @@ def entities_group() -> None:
 
 @entities_group.command("list")
 @_PROJECT
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+@click.option(
+    "--limit", default=20, show_default=True, type=click.IntRange(1, 500), help="How many entities to list."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def list_command(app: App, project_id: str | None, limit: int, as_json: bool) -> None:
@@ -94,13 +96,17 @@ def _section(title: str, lines: list[str]) -> None:
 
 @entities_group.command("link")
 @_PROJECT
-@click.option("--all", "everything", is_flag=True, help="Every project's memory.")
+@click.option("--all", "everything", is_flag=True, help="Every project's memory (not with --project).")
 @pass_app
 def link_command(app: App, project_id: str | None, everything: bool) -> None:
     """Link memory that was never linked to entities (written before entities existed), with the
-    deterministic linker. Items already linked are left as they are."""
+    deterministic linker. With an embedder, names are embedded and merged with an entity at
+    MKG_ENTITY_MERGE_SIMILARITY. Items already linked are left as they are."""
 
     def run() -> None:
+        if everything and project_id:
+            fail("--all links every project: leave out --project, or --all")
+            return
         from ..entities.backfill import backfill, unlinked
 
         settings = app.settings()
@@ -125,11 +131,11 @@ def link_command(app: App, project_id: str | None, everything: bool) -> None:
 
 @entities_group.command("merges")
 @_PROJECT
-@click.option("--all", "include_undone", is_flag=True, help="Undone merges too.")
+@click.option("--undone", "include_undone", is_flag=True, help="Undone merges too.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
 def merges_command(app: App, project_id: str | None, include_undone: bool, as_json: bool) -> None:
-    """The names resolution merged into an entity by similarity (newest first)."""
+    """The names resolution merged into an entity by similarity: the latest 50, newest first."""
 
     def run() -> None:
         from ..entities.read import namespaces_of

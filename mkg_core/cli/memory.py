@@ -82,6 +82,7 @@ def review_command(app: App, as_json: bool, project_id: str | None, limit: int) 
                     text=text,
                     reason=reason,
                     embedder=embedder,
+                    merge_similarity=settings.entity_merge_similarity,
                 )
                 decided += 1
                 console.print(f"  -> {result['status']}")

@@ -242,6 +242,7 @@ class Extractor:
             limit=EXISTING_LIMIT,
             min_score=0.0,
             embedder=self.embedder,
+            use_graph=self.settings.recall_graph,
         )
         if not recalled:
             return "- none"

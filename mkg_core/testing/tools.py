@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,10 @@ def first_model_request(bodies: list[str], marker: str) -> str:
     raise AssertionError(f"no model request among {len(bodies)} bodies")
 
 
+#: How many times an npm install is tried before the test that needs it fails.
+NPM_ATTEMPTS = 3
+
+
 def npm_tool(spec: str, folder: str, binary: str, *options: str) -> Path:
     """A command from an npm package (``spec`` pins the version), installed once into
     ``<repo>/.cache/<folder>`` (git-ignored) and reused by later runs; ``options`` go to npm
@@ -51,12 +56,19 @@ def npm_tool(spec: str, folder: str, binary: str, *options: str) -> Path:
         if not path.exists():
             root.mkdir(parents=True, exist_ok=True)
             npm = ["npm", "install", "--no-audit", "--no-fund", "--silent", *options]
-            subprocess.run(
-                [*npm, "--prefix", str(root), spec],
-                check=True,
-                capture_output=True,
-                timeout=900,
-            )
+            for attempt in range(1, NPM_ATTEMPTS + 1):  # the registry drops a request now and then
+                result = subprocess.run(
+                    [*npm, "--prefix", str(root), spec],
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                    check=False,
+                )
+                if result.returncode == 0:
+                    break
+                if attempt == NPM_ATTEMPTS:
+                    raise RuntimeError(f"npm install {spec} failed {attempt} times:\n{result.stderr[-3000:]}")
+                time.sleep(5 * attempt)
     return path
 
 

@@ -95,6 +95,7 @@ def _apply_to_learning(viewer: Viewer, found: dict[str, Any], action: str, form:
         text=form.get("text") if action == "edit" else None,  # type: ignore[arg-type]
         reason=reason,
         embedder=viewer.embedder(),
+        merge_similarity=viewer.settings.entity_merge_similarity,
     )
 
 
@@ -117,6 +118,7 @@ async def review_decide(request: Request) -> Response:
             reason=_text(form, "reason"),
             conflict_id=_text(form, "conflict_id"),
             embedder=viewer.embedder(),
+            merge_similarity=viewer.settings.entity_merge_similarity,
         )
 
     try:
