@@ -26,8 +26,10 @@ from . import runtime
 __all__ = [
     "config_dir",
     "data_dir",
+    "default_project_root",
     "env_file_candidates",
     "format_env_line",
+    "git_root",
     "ignored_project_env",
     "parse_env_file",
     "parse_env_text",
@@ -59,6 +61,23 @@ def data_dir(environ: Mapping[str, str]) -> Path:
 def user_env_file(environ: Mapping[str, str]) -> Path:
     """The user-global ``.env`` that ``mkg setup`` writes."""
     return config_dir(environ) / ".env"
+
+
+def git_root(path: str) -> str | None:
+    """The nearest folder at or above ``path`` that holds ``.git`` (a folder or a file)."""
+    current = Path(path)
+    if current.is_file():
+        current = current.parent
+    for folder in (current, *current.parents):
+        if (folder / ".git").exists():
+            return str(folder)
+    return None
+
+
+def default_project_root(environ: Mapping[str, str], cwd: str) -> str:
+    """The folder whose ``.mkg.env`` is read when no project root is given: ``MKG_PROJECT_ROOT``,
+    else the git root of ``cwd``, else ``cwd``."""
+    return environ.get("MKG_PROJECT_ROOT") or git_root(cwd) or cwd
 
 
 def env_file_candidates(

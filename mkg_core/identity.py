@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .envfiles import git_root
+
 if TYPE_CHECKING:
     from .harness import HarnessAdapter
 
@@ -131,17 +133,6 @@ def _is_plugin_folder(path: str, plugin_roots: list[str]) -> bool:
             return True
     probe = path.replace(os.sep, "/") + "/"
     return any(part in probe for part in _PLUGIN_CACHE_PARTS)
-
-
-def git_root(path: str) -> str | None:
-    """The nearest folder at or above ``path`` that holds ``.git`` (a folder or a file)."""
-    current = Path(path)
-    if current.is_file():
-        current = current.parent
-    for folder in (current, *current.parents):
-        if (folder / ".git").exists():
-            return str(folder)
-    return None
 
 
 def _git_dir(root: str) -> Path | None:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 
-from . import runtime
+from . import envfiles, runtime
 
 TYPE_CHECKING = False  # typing itself is too slow to import here
 if TYPE_CHECKING:
@@ -26,40 +26,16 @@ _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "TERM_SESSION_ID", "WINDOW
 
 def fingerprint(environ: Mapping[str, str], cwd: str) -> str:
     """What decides which tools mount: the environment (a plugin may read any variable), and the
-    .env files that may be read (path, size and time of each): the project's ``.mkg.env`` where the
-    server looks for it (the project root, see :func:`project_root`), and the user's ``.env``."""
+    .env files that may be read (path, size and time of each), found as the server finds them."""
     parts = [f"{k}={v}" for k, v in sorted(environ.items()) if k not in _VOLATILE]
     parts.append(f"cwd={cwd}")
-    config = runtime.app_dir(environ, "MKG_CONFIG_DIR", "XDG_CONFIG_HOME", ".config")
-    candidates = [
-        environ.get("MKG_ENV_FILE") or "",
-        os.path.join(project_root(environ, cwd), ".mkg.env"),
-        os.path.join(config, ".env"),
-    ]
-    for path in candidates:
+    for _, path in envfiles.env_file_candidates(environ, envfiles.default_project_root(environ, cwd)):
         try:
             info = os.stat(path)
             parts.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
         except OSError:
             continue
     return hashlib.sha256("\n".join(parts).encode("utf-8", "replace")).hexdigest()[:24]
-
-
-def project_root(environ: Mapping[str, str], cwd: str) -> str:
-    """The folder whose ``.mkg.env`` the server reads for a session started in ``cwd``:
-    ``MKG_PROJECT_ROOT``, else the nearest folder at or above ``cwd`` holding ``.git``, else ``cwd``
-    (as the server resolves it, without importing it)."""
-    explicit = environ.get("MKG_PROJECT_ROOT")
-    if explicit:
-        return explicit
-    folder = os.path.abspath(cwd)
-    while True:
-        if os.path.exists(os.path.join(folder, ".git")):
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return cwd
-        folder = parent
 
 
 def cache_dir(paths: runtime.Paths) -> str:

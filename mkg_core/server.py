@@ -27,10 +27,11 @@ import click
 
 from .connections import Connections
 from .contrib import Embedder, ToolContext, ToolGroup, ToolSpec
+from .envfiles import default_project_root
 from .errors import ConfigError, GraphUnavailable, MkgError, PluginError
 from .graph import Graph
 from .host import PluginHost
-from .identity import ProjectRef, UserRef, git_root, resolve_project, resolve_user
+from .identity import ProjectRef, UserRef, resolve_project, resolve_user
 from .settings import Settings, load_settings
 
 log = logging.getLogger("mkg.server")
@@ -284,7 +285,7 @@ def serve_command(
     try:
         settings = load_settings(
             environ=environ,
-            project_root=environ.get("MKG_PROJECT_ROOT") or git_root(cwd) or cwd,
+            project_root=default_project_root(environ, cwd),
             neo4j_uri=db_url,
             neo4j_username=username,
             neo4j_password=password,
@@ -377,9 +378,7 @@ def serve_session(sock: Any, hello: dict[str, Any], host: PluginHost, connection
     environ = {str(k): str(v) for k, v in (hello.get("env") or {}).items()}
     cwd = str(hello.get("cwd") or environ.get("HOME") or "/")
     try:
-        settings = load_settings(
-            environ=environ, project_root=environ.get("MKG_PROJECT_ROOT") or git_root(cwd) or cwd
-        )
+        settings = load_settings(environ=environ, project_root=default_project_root(environ, cwd))
         server, _, _ = build_server(Runtime(settings, host, environ, cwd, connections=connections))
     except (ConfigError, PluginError) as exc:
         sock.sendall(json.dumps({"ok": False, "error": str(exc)}).encode() + b"\n")

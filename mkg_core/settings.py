@@ -292,10 +292,7 @@ class _MappingSource(PydanticBaseSettingsSource):
 
 def _resolve_layers(environ: Mapping[str, str], project_root: str | os.PathLike[str] | None) -> _Layers:
     if project_root is None:
-        from .identity import git_root
-
-        cwd = os.getcwd()
-        project_root = environ.get("MKG_PROJECT_ROOT") or git_root(cwd) or cwd
+        project_root = envfiles.default_project_root(environ, os.getcwd())
     env_file = envfiles.resolve_env_file(environ, project_root)
     file_values = envfiles.parse_env_file(env_file) if env_file else {}
     ignored = envfiles.ignored_project_env(project_root)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mkg_core import mcp_answers, mcp_proxy, runtime
+from mkg_core import envfiles, mcp_answers, mcp_proxy, runtime
 from mkg_core.graph import Graph
 from mkg_core.lines import LineReader
 from mkg_core.testing import BIN_DIR, Neo4jServer
@@ -363,7 +363,7 @@ def test_kept_answers_follow_the_project_settings_the_server_reads(tmp_path: Pat
     sub.mkdir(parents=True)
     (root / ".git").mkdir()
     environ = {"HOME": str(tmp_path), "PATH": "/usr/bin"}
-    assert mcp_answers.project_root(environ, str(sub)) == str(root)
+    assert envfiles.default_project_root(environ, str(sub)) == str(root)
     before = mcp_answers.fingerprint(environ, str(sub))
     (root / ".mkg.env").write_text("MKG_PROJECT_ID=billing\n")
     written = mcp_answers.fingerprint(environ, str(sub))
@@ -371,8 +371,8 @@ def test_kept_answers_follow_the_project_settings_the_server_reads(tmp_path: Pat
     (sub / ".mkg.env").write_text("MKG_PROJECT_ID=ignored\n")  # not read by the server
     assert mcp_answers.fingerprint(environ, str(sub)) == written
     elsewhere = {**environ, "MKG_PROJECT_ROOT": str(sub)}  # an explicit root wins
-    assert mcp_answers.project_root(elsewhere, str(sub)) == str(sub)
+    assert envfiles.default_project_root(elsewhere, str(sub)) == str(sub)
     assert mcp_answers.fingerprint(elsewhere, str(sub)) != written
     outside = tmp_path / "loose"  # no repository: the folder itself
     outside.mkdir()
-    assert mcp_answers.project_root(environ, str(outside)) == str(outside)
+    assert envfiles.default_project_root(environ, str(outside)) == str(outside)
