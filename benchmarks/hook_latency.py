@@ -2,9 +2,9 @@
 
 Side by side in one run, per event type: MKG's hook (with a warm worker), a no-op Python hook
 (``python -c`` that reads stdin) and a naive hook that imports the Neo4j driver and writes the
-event itself. Also: how fast the worker drains a backlog, and how long until a captured event is
-in the graph. Starts its own dev Neo4j (``devtools/neo4j``) with a throw-away store holding 10k
-learnings.
+event itself. Also: how fast the worker drains a backlog, how long until a captured event is
+in the graph, and how long the answering hooks take while Neo4j is down. Starts its own dev Neo4j
+(MKG's launcher) with a throw-away store holding 10k learnings.
 
     .venv/bin/python benchmarks/hook_latency.py --n 200 --out benchmarks/results/hook_latency.json
 """
@@ -33,7 +33,7 @@ from mkg_core import hook, runtime  # noqa: E402
 from mkg_core.graph import Graph  # noqa: E402
 from mkg_core.settings import load_settings  # noqa: E402
 from mkg_core.spool import Spool  # noqa: E402
-from mkg_core.testing import BIN_DIR, start_dev_neo4j  # noqa: E402
+from mkg_core.testing import BIN_DIR, Neo4jServer, start_dev_neo4j  # noqa: E402
 
 PAYLOADS = {
     "claude": ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads",
@@ -149,6 +149,25 @@ def visibility(paths: runtime.Paths, env: dict[str, str], repeats: int) -> dict[
     return percentiles(samples)
 
 
+def outage(server: Neo4jServer, env: dict[str, str], repeats: int) -> dict[str, dict[str, float]]:
+    """The answering hooks while Neo4j is down, with their default deadlines: the first finds the
+    outage (and may wait its deadline), the worker answers the others without waiting on it."""
+    server.stop()
+    try:
+        found = {}
+        for client, event in (("claude", "UserPromptSubmit"), ("claude", "SessionStart")):
+            payload = json.loads((PAYLOADS[client] / f"{event}.json").read_text())
+            argv = [str(BIN_DIR / "mkg-hook"), "--client", client, event]
+            samples = []
+            for index in range(repeats):
+                payload["session_id"] = f"outage-{index}"
+                samples.append(timed(argv, json.dumps(payload).encode(), env))
+            found[f"{client}/{event}"] = percentiles(samples)
+    finally:
+        server.start()
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -157,6 +176,9 @@ def main() -> None:
     parser.add_argument("--learnings", type=int, default=10_000, help="learnings in the graph (default 10k)")
     parser.add_argument(
         "--drain-events", type=int, default=2000, help="backlog for the drain rate (default 2000)"
+    )
+    parser.add_argument(
+        "--outage-runs", type=int, default=30, help="runs per answering hook with Neo4j down (default 30)"
     )
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args()
@@ -198,6 +220,8 @@ def main() -> None:
                 wait_drained(paths)
             results["visibility"] = visibility(paths, env, min(args.n, 50))
             results["drain"] = drain_rate(paths, env, args.drain_events)
+            if args.outage_runs:
+                results["outage"] = outage(server, env, args.outage_runs)
             subprocess.run(
                 [str(BIN_DIR / "mkg"), "worker", "stop"], env=env, capture_output=True, check=False
             )
@@ -234,6 +258,10 @@ def render(results: dict[str, Any]) -> str:
         f" p95 {v['p95_ms']} ms"
     )
     lines.append(f"Drain rate: {d['events_per_second']} events/s ({d['events']} events)")
+    for label, row in results.get("outage", {}).items():
+        lines.append(
+            f"{label} with Neo4j down: p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, max {row['max_ms']} ms"
+        )
     return "\n".join(lines)
 
 

@@ -32,6 +32,11 @@ log = logging.getLogger("mkg.connections")
 
 ConnectionKey = tuple[str, str, str, str]
 
+#: After Neo4j failed to answer, for how long waiting hooks are answered without trying it (a try
+#: costs the driver's retries, longer than a hook's deadline). The worker's drain keeps trying, at
+#: least this often while events wait, and its first success ends the outage at once.
+OUTAGE_RECHECK_SECONDS = 15.0
+
 
 def connection_key(settings: Settings) -> ConnectionKey:
     """What makes two settings share a driver: URI, user, database and (a digest of) the password."""
@@ -64,6 +69,7 @@ class Connections:
         self._embedders: dict[Any, Embedder | None] = {}
         self._query_tools: dict[Any, dict[str, QueryTool]] = {}
         self._local_start_after = 0.0
+        self._down_until: dict[ConnectionKey, float] = {}
 
     def graph_for(self, settings: Settings) -> Graph:
         """The driver for these settings' connection; raises GraphUnavailable when it cannot be had."""
@@ -74,8 +80,10 @@ class Connections:
             raise
 
     def neo4j_down(self, settings: Settings) -> None:
-        """Neo4j did not answer: when it is the one MKG runs itself (``MKG_LOCAL_NEO4J``), start it
+        """Neo4j did not answer: remember it for :data:`OUTAGE_RECHECK_SECONDS` (see
+        :meth:`known_down`), and when it is the one MKG runs itself (``MKG_LOCAL_NEO4J``), start it
         (in the background; the caller retries as it would anyway). At most once a minute."""
+        self._down_until[connection_key(settings)] = time.monotonic() + OUTAGE_RECHECK_SECONDS
         if not settings.local_neo4j or time.monotonic() < self._local_start_after:
             return
         self._local_start_after = time.monotonic() + 60
@@ -88,6 +96,16 @@ class Connections:
                 log.info("started the local Neo4j (%s); it answers in a few seconds", db.credentials().uri)
         except MkgError as exc:
             log.warning("the local Neo4j is down and could not be started: %s", exc)
+
+    def neo4j_up(self, settings: Settings) -> None:
+        """Neo4j answered: forget an outage."""
+        self._down_until.pop(connection_key(settings), None)
+
+    def known_down(self, settings: Settings) -> bool:
+        """Whether Neo4j failed to answer for these settings less than
+        :data:`OUTAGE_RECHECK_SECONDS` ago (and has not answered since)."""
+        until = self._down_until.get(connection_key(settings))
+        return until is not None and time.monotonic() < until
 
     def _graph_for(self, settings: Settings) -> Graph:
         key = connection_key(settings)

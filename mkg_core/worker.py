@@ -254,6 +254,7 @@ class Worker:
                 return
             self._give_up_or_retry(batch[0], exc)
             return
+        self.connections.neo4j_up(batch[0].settings)
         self._after_commit(batch, graph)
 
     def _after_commit(self, batch: list[Prepared], graph: Graph) -> None:
@@ -364,6 +365,8 @@ class Worker:
         matching = [p for p in self.providers if p.matches(event)]
         if not matching:
             return ""
+        if self.connections.known_down(prepared.settings):
+            return self._degraded(prepared)  # at once: trying again would outlast the deadline
         # Providers link what they inject to the event, so let it reach the graph first (briefly).
         self.wait_drained(seq, min((deadline - time.monotonic()) / 2, 0.5))
         try:
@@ -372,23 +375,28 @@ class Worker:
             log.warning("cannot answer event %s: %s", row.event_id, exc)
             return self._degraded(prepared)
         context = self.context_for(prepared, graph)
-        texts = []
-        database_down = False
+        texts: list[str] = []
         for provider in matching:
             if time.monotonic() >= deadline:
                 log.warning("answer for %s ran out of time before provider %r", row.event_id, provider.name)
                 break
             try:
                 text = provider.provide(event, context)
+            except GraphUnavailable as exc:
+                # The other providers would wait on the same outage, each past the deadline.
+                log.warning("context provider %r failed on %s: %s", provider.name, event.event, exc)
+                self.connections.neo4j_down(prepared.settings)
+                return self._degraded(prepared) if not texts else self._render(prepared, texts)
             except Exception as exc:
                 log.warning("context provider %r failed on %s: %s", provider.name, event.event, exc)
-                database_down = database_down or isinstance(exc, GraphUnavailable)
                 continue
             if text and text.strip():
                 texts.append(text.strip())
-        if database_down and not texts:
-            return self._degraded(prepared)
-        return prepared.adapter.render_injection(event, "\n\n".join(texts))
+        return self._render(prepared, texts)
+
+    @staticmethod
+    def _render(prepared: Prepared, texts: list[str]) -> str:
+        return prepared.adapter.render_injection(prepared.event, "\n\n".join(texts))
 
     def _degraded(self, prepared: Prepared) -> str:
         """A session starting while its database is down is told so, once (see :mod:`.degraded`)."""

@@ -170,9 +170,12 @@ def test_events_wait_in_the_spool_while_neo4j_is_down(
         capture.wait_for(reported, 60, "the worker to report the outage")
         assert status["worker"]["running"] and status["spool"]["pending"] == 8
         assert capture.counts()["pending"] == 8
-        # A session starting now is told its memory is unavailable, once, instead of silence.
+        # A session starting now is told its memory is unavailable, once, instead of silence: by
+        # the worker, within the hook's own deadline (it does not wait on the database again).
         start = _payload(CLAUDE, "SessionStart", session_id="outage-new")
-        said = json.loads(capture.hook("claude", "SessionStart", start).stdout)["hookSpecificOutput"]
+        deadline = {"MKG_HOOK_DEADLINE_SESSION_START": str(hook.ANSWER_DEADLINES["SessionStart"][1])}
+        said = json.loads(capture.hook("claude", "SessionStart", start, env=deadline).stdout)
+        said = said["hookSpecificOutput"]
         assert said["hookEventName"] == "SessionStart"
         assert said["additionalContext"] == degraded.notice(degraded.DATABASE_DOWN)
         assert capture.hook("claude", "SessionStart", start).stdout == b""
