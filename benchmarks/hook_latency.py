@@ -3,7 +3,8 @@
 Side by side in one run, per event type: MKG's hook (with a warm worker), a no-op Python hook
 (``python -c`` that reads stdin) and a naive hook that imports the Neo4j driver and writes the
 event itself. Also: how fast the worker drains a backlog, how long until a captured event is
-in the graph, and how long the answering hooks take while Neo4j is down. Starts its own dev Neo4j
+in the graph, how long the answering hooks take while Neo4j is down, and the first answers of a
+worker started on a Neo4j that has planned nothing yet. Starts its own dev Neo4j
 (MKG's launcher) with a throw-away store holding 10k learnings.
 
     .venv/bin/python benchmarks/hook_latency.py --n 200 --out benchmarks/results/hook_latency.json
@@ -168,6 +169,23 @@ def outage(server: Neo4jServer, env: dict[str, str], repeats: int) -> dict[str, 
     return found
 
 
+def first_answers(env: dict[str, str], settle: float) -> dict[str, float]:
+    """The first SessionStart and the first prompt a worker answers, in ms, when it started on a
+    Neo4j that has planned nothing yet (just restarted) and had ``settle`` seconds first, as a
+    session has between its start and its first prompt."""
+    mkg = str(BIN_DIR / "mkg")
+    subprocess.run([mkg, "worker", "stop"], env=env, capture_output=True, check=False)
+    subprocess.run([mkg, "worker", "start"], env=env, capture_output=True, check=True)
+    time.sleep(settle)
+    found = {}
+    for event in ("SessionStart", "UserPromptSubmit"):
+        payload = json.loads((PAYLOADS["claude"] / f"{event}.json").read_text())
+        payload["session_id"] = "first-answers"
+        argv = [str(BIN_DIR / "mkg-hook"), "--client", "claude", event]
+        found[f"claude/{event}_ms"] = round(timed(argv, json.dumps(payload).encode(), env) * 1000, 1)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -179,6 +197,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--outage-runs", type=int, default=30, help="runs per answering hook with Neo4j down (default 30)"
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=20.0,
+        help="seconds a worker started on a restarted Neo4j gets before its first answers (default 20)",
     )
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args()
@@ -222,6 +246,7 @@ def main() -> None:
             results["drain"] = drain_rate(paths, env, args.drain_events)
             if args.outage_runs:
                 results["outage"] = outage(server, env, args.outage_runs)
+                results["first_answers"] = first_answers(env, args.settle)
             subprocess.run(
                 [str(BIN_DIR / "mkg"), "worker", "stop"], env=env, capture_output=True, check=False
             )
@@ -258,6 +283,9 @@ def render(results: dict[str, Any]) -> str:
         f" p95 {v['p95_ms']} ms"
     )
     lines.append(f"Drain rate: {d['events_per_second']} events/s ({d['events']} events)")
+    for label, value in results.get("first_answers", {}).items():
+        event = label.removesuffix("_ms")
+        lines.append(f"{event}, the first after a worker start on a restarted Neo4j: {value} ms")
     for label, row in results.get("outage", {}).items():
         lines.append(
             f"{label} with Neo4j down: p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, max {row['max_ms']} ms"

@@ -131,17 +131,34 @@ class Connections:
                         "%s: vector search is skipped until `mkg backfill-embeddings` rebuilds them",
                         "; ".join(mismatches),
                     )
-                for provider in self.providers:
-                    try:
-                        provider.warm_up(graph)
-                    except Exception as exc:
-                        log.warning("context provider %r could not warm up: %s", provider.name, exc)
+                threading.Thread(
+                    target=self._warm_up, args=(graph, settings), name="mkg-warm-up", daemon=True
+                ).start()
                 log.info(
                     "connected to %s (database %s); schema applied",
                     settings.neo4j_uri,
                     settings.neo4j_database,
                 )
         return graph
+
+    def _warm_up(self, graph: Graph, settings: Settings) -> None:
+        """In the background, so that the first answers are not the slow ones: load the embedder's
+        model, then let the context providers plan their queries. An answer that comes sooner
+        does not wait for it."""
+        started = time.monotonic()
+        try:
+            embedder = self.embedder_for(settings)
+            if embedder is not None:
+                embedder.warm_up()
+        except Exception as exc:
+            log.warning("the embedder could not warm up: %s", exc)
+            embedder = None
+        for provider in self.providers:
+            try:
+                provider.warm_up(graph, embedder)
+            except Exception as exc:
+                log.warning("context provider %r could not warm up: %s", provider.name, exc)
+        log.info("warmed up in %.1f s", time.monotonic() - started)
 
     def embedder_for(self, settings: Settings) -> Embedder | None:
         """The embedder these settings select (one per embedding configuration)."""

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 __all__ = [
+    "WARM_UP_IDS",
+    "WARM_UP_USERS",
     "CaptureContext",
     "CaptureHandler",
     "ContextProvider",
@@ -254,6 +256,16 @@ class CaptureHandler:
         raise NotImplementedError
 
 
+#: Identifiers shaped like real ones, for warm-ups (see :meth:`ContextProvider.warm_up`). Neo4j
+#: keeps a plan per query, parameter types and parameter sizes (up to 10, up to 100, more), so the
+#: users are a short login, a longer one (``user:warmup`` is over 10) and an e-mail address.
+WARM_UP_IDS = {
+    "project_id": "warm-up-0123456789",
+    "session_id": "00000000-0000-4000-8000-000000000000",
+}
+WARM_UP_USERS = ("wu", "warmup", "warm-up@example.invalid")
+
+
 class ContextProvider:
     """Supplies text to inject when the harness waits for an answer (SessionStart, UserPromptSubmit).
 
@@ -272,9 +284,15 @@ class ContextProvider:
     def provide(self, event: HookEvent, context: CaptureContext) -> str | None:
         raise NotImplementedError
 
-    def warm_up(self, graph: Graph) -> None:
+    def warm_up(self, graph: Graph, embedder: Embedder | None) -> None:
         """Called when the worker connects to a database, so the first answer is not the slow one
-        (for instance: run the provider's queries once so Neo4j plans them). Optional."""
+        (for instance: run the provider's queries once so Neo4j plans them). ``embedder`` is the
+        one answers will use (None when there is none); do not call it, it may be a paid service.
+        Optional.
+
+        Neo4j plans a query again for parameters of another type or size, so a warm-up passes
+        values shaped like real ones: :data:`WARM_UP_IDS`, each of :data:`WARM_UP_USERS`, vectors
+        of ``embedder.dimensions`` floats; never empty strings or lists where real ones are not."""
 
 
 class Job:
@@ -327,6 +345,10 @@ class Embedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         raise NotImplementedError
+
+    def warm_up(self) -> None:
+        """Called in the background when the worker starts, so that the first prompt does not
+        wait for a model to load. It must not call a paid service. Optional."""
 
 
 def check_named(kind: str, obj: object, expected: type) -> None:

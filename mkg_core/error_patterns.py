@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .contrib import CaptureContext, ContextProvider, Job, QueryTool
+from .contrib import WARM_UP_IDS, CaptureContext, ContextProvider, Job, QueryTool
 from .embedding import embed_or_none
 from .injection import FENCE_CLOSE, FENCE_OPEN, neutralise
 from .learnings import collapse
@@ -455,10 +455,12 @@ class QueryErrorRecall(ContextProvider):
         )
         return render(tool.tool_key, patterns)
 
-    def warm_up(self, graph: Graph) -> None:
+    def warm_up(self, graph: Graph, embedder: Embedder | None) -> None:
+        params = {"project_id": WARM_UP_IDS["project_id"], "tool_key": "neo4j.read_cypher", "candidates": 8}
         try:
-            graph.read(
-                FULLTEXT_PATTERNS, {"project_id": "", "tool_key": "", "candidates": 1, "query": "warm"}
-            )
+            graph.read(FULLTEXT_PATTERNS, {**params, "query": "warm up"})
+            if embedder is not None and embedder.dimensions:
+                vector = [1.0] + [0.0] * (embedder.dimensions - 1)
+                graph.read(VECTOR_PATTERNS, {**params, "vector": vector})
         except Exception as exc:  # the index may not exist yet on an old schema
             log.debug("error-pattern warm-up skipped: %s", exc)

@@ -128,6 +128,10 @@ class LocalEmbedder(Embedder):
                 self._model = (session, tokenizer)
             return self._model
 
+    def warm_up(self) -> None:
+        """Load the model and run it once (the first run prepares its kernels)."""
+        self.embed(["warm up"])
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         import numpy
 

@@ -23,13 +23,15 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .contrib import CaptureContext, CaptureHandler, ContextProvider
+from .contrib import WARM_UP_IDS, WARM_UP_USERS, CaptureContext, CaptureHandler, ContextProvider, Embedder
 from .injection import FENCE_CLOSE, FENCE_OPEN, neutralise
 from .review import QUEUE_SIZE
-from .search import TEMPORAL_LEARNINGS, TOKEN_RE, Recalled, search_learnings
+from .search import TOKEN_RE, Recalled, search_learnings
 from .timeframes import aware
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .events import HookEvent
     from .graph import Graph
 
@@ -246,23 +248,42 @@ class ProjectContextProvider(ContextProvider):
             )
         return text or None
 
-    def warm_up(self, graph: Graph) -> None:
-        search_learnings(
-            graph,
-            "warm up the billing/deploy.sh",
-            project_id="",
-            user_id=None,
-            session_id="",
-            limit=1,
-            min_score=1.0,
+    def warm_up(self, graph: Graph, embedder: Embedder | None) -> None:
+        """Plan what a prompt runs (fulltext, vectors, the walk, a named date) for users of each
+        shape, and what a session start adds."""
+        ids = WARM_UP_IDS
+        stand_in = _StandIn(embedder.dimensions) if embedder is not None and embedder.dimensions else None
+        texts = (  # the walk's alias query is under 100 characters for one name, over it for several
+            "warm up billing/deploy.sh and the `DEPLOY_TARGET` setting Alice changed yesterday",
+            "warm up deploy.sh",
         )
-        graph.read(
-            TEMPORAL_LEARNINGS,
-            {"windows": [], "vector": [], "candidates": 1, "statuses": [], "project_id": "", "user_id": None,
-             "session_id": None},
-        )  # fmt: skip
-        graph.read(RECENT_OBSERVATIONS, {"project_id": "", "limit": 1})
-        graph.read(QUEUE_SIZE, {"project_id": "", "user_id": None})
+        for user_id in WARM_UP_USERS:
+            for text in texts:
+                search_learnings(
+                    graph,
+                    text,
+                    project_id=ids["project_id"],
+                    user_id=user_id,
+                    session_id=ids["session_id"],
+                    limit=8,
+                    embedder=stand_in,
+                    min_score=1.0,
+                )
+            graph.read(QUEUE_SIZE, {"project_id": ids["project_id"], "user_id": user_id})
+        graph.read(RECENT_OBSERVATIONS, {"project_id": ids["project_id"], "limit": 5})
+
+
+class _StandIn(Embedder):
+    """Unit vectors of the real embedder's size, so that a warm-up plans the vector queries
+    without calling the embedder."""
+
+    name = "warm-up"
+
+    def __init__(self, dimensions: int) -> None:
+        self.dimensions = dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0] + [0.0] * (self.dimensions - 1) for _ in texts]
 
 
 class InjectionEventLinks(CaptureHandler):

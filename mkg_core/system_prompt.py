@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .contrib import CaptureContext, ContextProvider, Job
+from .contrib import WARM_UP_IDS, WARM_UP_USERS, CaptureContext, ContextProvider, Job
 from .errors import MkgError
 from .injection import INSTRUCTION_PATTERNS
 from .llm import FENCE_RULE, LLM, LLMError, fence
@@ -62,6 +62,7 @@ from .timeframes import aware
 if TYPE_CHECKING:
     import neo4j
 
+    from .contrib import Embedder
     from .events import HookEvent
     from .graph import Graph
     from .settings import Settings
@@ -671,6 +672,9 @@ class SystemPromptProvider(ContextProvider):
         )
         return content
 
-    def warm_up(self, graph: Graph) -> None:
-        graph.read(EFFECTIVE, {"project_name": "", "user_name": "", "legacy": LEGACY_NAME})
-        graph.read(ALREADY_INJECTED, {"session_id": "", "sha": ""})
+    def warm_up(self, graph: Graph, embedder: Embedder | None) -> None:
+        project_name = Scope.project(WARM_UP_IDS["project_id"]).name
+        for user_id in WARM_UP_USERS:
+            names = {"project_name": project_name, "user_name": Scope.user(user_id).name}
+            graph.read(EFFECTIVE, {**names, "legacy": LEGACY_NAME})
+        graph.read(ALREADY_INJECTED, {"session_id": WARM_UP_IDS["session_id"], "sha": "0" * 16})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,14 +11,15 @@ import pytest
 
 from mkg_core.contrib import CaptureContext
 from mkg_core.embedding import LiteLLMEmbedder
+from mkg_core.error_patterns import QueryErrorRecall
 from mkg_core.events import HookEvent
 from mkg_core.graph import Graph
 from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN, strip_recalled
-from mkg_core.recall import InjectionEventLinks, estimate_tokens, mark_injected
+from mkg_core.recall import InjectionEventLinks, ProjectContextProvider, estimate_tokens, mark_injected
 from mkg_core.schema import apply_schema, core_statements
 from mkg_core.search import keyword_query, search_learnings
 from mkg_core.settings import load_settings
-from mkg_core.system_prompt import BOOTSTRAP_PROMPT
+from mkg_core.system_prompt import BOOTSTRAP_PROMPT, SystemPromptProvider
 from mkg_core.testing import CaptureRig
 from mkg_core.testing.fakellm import FakeLLM, hashed_vector
 
@@ -336,6 +338,26 @@ def test_prompt_recall_uses_vectors_when_an_embedder_is_configured(
     assert prompt.body["input"] == ["deploying charted releases"]
     # the graph branch looks the names the prompt mentions up among entities, by their embeddings
     assert names.body["input"] == ["charted releases", "releases"]
+
+
+def test_warm_ups_run_every_query_and_write_or_embed_nothing(
+    graph: Graph, fake_llm: FakeLLM, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The built-in providers' warm-ups, with an embedder and without: each query runs on the real
+    schema (a failing branch would be logged), nothing is written, and no model is called (vectors
+    of the embedder's size stand in)."""
+    apply_schema(graph, core_statements(64))
+    embedder = LiteLLMEmbedder(load_settings(environ=fake_llm.env(), project_root=tmp_path))
+    assert embedder.dimensions == 64
+    with caplog.at_level(logging.DEBUG, logger="mkg"):
+        for provider in (ProjectContextProvider(), SystemPromptProvider(), QueryErrorRecall()):
+            for chosen in (None, embedder):
+                provider.warm_up(graph, chosen)
+    assert [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING or "skip" in r.getMessage()
+    ] == []
+    assert graph.read("MATCH (n) RETURN count(n) AS n")[0]["n"] == 0
+    assert fake_llm.embeddings() == [] and fake_llm.chats() == []
 
 
 def test_a_date_in_the_prompt_favours_memory_made_then(
