@@ -257,8 +257,9 @@ class CaptureHandler:
 
 
 #: Identifiers shaped like real ones, for warm-ups (see :meth:`ContextProvider.warm_up`). Neo4j
-#: keeps a plan per query, parameter types and parameter sizes (up to 10, up to 100, more), so the
-#: users are a short login, a longer one (``user:warmup`` is over 10) and an e-mail address.
+#: keeps a plan per query, parameter types and parameter sizes (strings of up to 10 characters, up
+#: to 100, more; lists of one item, up to 10, up to 100, more), so the users are a short login, a
+#: longer one (``user:warmup`` is over 10) and an e-mail address.
 WARM_UP_IDS = {
     "project_id": "warm-up-0123456789",
     "session_id": "00000000-0000-4000-8000-000000000000",

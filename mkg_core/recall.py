@@ -253,9 +253,10 @@ class ProjectContextProvider(ContextProvider):
         shape, and what a session start adds."""
         ids = WARM_UP_IDS
         stand_in = _StandIn(embedder.dimensions) if embedder is not None and embedder.dimensions else None
-        texts = (  # the walk's alias query is under 100 characters for one name, over it for several
+        texts = (  # several names; one name (looked up by its embedding too); one file (by key only)
             "warm up billing/deploy.sh and the `DEPLOY_TARGET` setting Alice changed yesterday",
-            "warm up deploy.sh",
+            "what did Alice say",
+            "deploy.sh",
         )
         for user_id in WARM_UP_USERS:
             for text in texts:
