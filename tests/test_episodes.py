@@ -67,7 +67,13 @@ def timeline(capture: CaptureRig, graph: Graph, fake_llm: FakeLLM) -> dict[str, 
             **{row["title"]: row["id"] for row in rows}}  # fmt: skip
 
 
-def test_episode_search_finds_the_work_asked_about(timeline: dict[str, str]) -> None:
+def test_episode_search_then_fetch_over_one_timeline(timeline: dict[str, str]) -> None:
+    """One timeline (two sessions through extraction, the slow part) serves both tools."""
+    _search_finds_the_work_asked_about(timeline)
+    _fetch_reads_one_whole_and_pages_the_timeline(timeline)
+
+
+def _search_finds_the_work_asked_about(timeline: dict[str, str]) -> None:
     env = json.loads(timeline["env"])
     error, found = _call(env, "episode_search", query="why did the helm deploy to staging break?")
     assert not error, found
@@ -87,7 +93,7 @@ def test_episode_search_finds_the_work_asked_about(timeline: dict[str, str]) -> 
     assert not error and elsewhere["count"] == 0
 
 
-def test_episode_fetch_reads_one_whole_and_pages_the_timeline(timeline: dict[str, str]) -> None:
+def _fetch_reads_one_whole_and_pages_the_timeline(timeline: dict[str, str]) -> None:
     env = json.loads(timeline["env"])
     lint, deploy = timeline["Set up linting"], timeline["Fixed the staging deploy"]
     error, episode = _call(env, "episode_fetch", episode_id=lint)
