@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import logging
 import os
 import threading
@@ -70,6 +71,14 @@ class Connections:
         self._query_tools: dict[Any, dict[str, QueryTool]] = {}
         self._local_start_after = 0.0
         self._down_until: dict[ConnectionKey, float] = {}
+        self._warm_up = False
+        self._closed = threading.Event()
+
+    def warm_up_connections(self) -> None:
+        """For a long-lived process (the worker serving hooks): from now on, each connection made
+        is warmed up in the background (see :meth:`_warm_up`). A process that drains once and
+        exits does not want it."""
+        self._warm_up = True
 
     def graph_for(self, settings: Settings) -> Graph:
         """The driver for these settings' connection; raises GraphUnavailable when it cannot be had."""
@@ -131,9 +140,13 @@ class Connections:
                         "%s: vector search is skipped until `mkg backfill-embeddings` rebuilds them",
                         "; ".join(mismatches),
                     )
-                threading.Thread(
-                    target=self._warm_up, args=(graph, settings), name="mkg-warm-up", daemon=True
-                ).start()
+                if self._warm_up:
+                    threading.Thread(
+                        target=self._warm_up_connection,
+                        args=(graph, settings),
+                        name="mkg-warm-up",
+                        daemon=True,
+                    ).start()
                 log.info(
                     "connected to %s (database %s); schema applied",
                     settings.neo4j_uri,
@@ -141,10 +154,10 @@ class Connections:
                 )
         return graph
 
-    def _warm_up(self, graph: Graph, settings: Settings) -> None:
+    def _warm_up_connection(self, graph: Graph, settings: Settings) -> None:
         """In the background, so that the first answers are not the slow ones: load the embedder's
         model, then let the context providers plan their queries. An answer that comes sooner
-        does not wait for it."""
+        does not wait for it; closing the connections ends it quietly."""
         started = time.monotonic()
         try:
             embedder = self.embedder_for(settings)
@@ -154,10 +167,13 @@ class Connections:
             log.warning("the embedder could not warm up: %s", exc)
             embedder = None
         for provider in self.providers:
+            if self._closed.is_set():
+                return
             try:
-                provider.warm_up(graph, embedder)
+                _warm_up_provider(provider, graph, embedder)
             except Exception as exc:
-                log.warning("context provider %r could not warm up: %s", provider.name, exc)
+                if not self._closed.is_set():
+                    log.warning("context provider %r could not warm up: %s", provider.name, exc)
         log.info("warmed up in %.1f s", time.monotonic() - started)
 
     def embedder_for(self, settings: Settings) -> Embedder | None:
@@ -170,7 +186,9 @@ class Connections:
             hashlib.sha256(keys.encode()).hexdigest()[:16],
         )
         if cache_key not in self._embedders:  # no lock: making one may import litellm (seconds)
-            self._embedders[cache_key] = self.host.embedder(settings)
+            made = self.host.embedder(settings)
+            # Two threads may make one at once; both use the first stored (its model, once loaded).
+            return self._embedders.setdefault(cache_key, made)
         return self._embedders[cache_key]
 
     def query_tools_for(self, settings: Settings) -> dict[str, QueryTool]:
@@ -186,9 +204,23 @@ class Connections:
             return sorted({key[0] for key in self._graphs})
 
     def close(self) -> None:
+        self._closed.set()
         with self._lock:
             for graph in self._graphs.values():
                 with contextlib.suppress(Exception):
                     graph.close()
             self._graphs.clear()
             self._schema_done.clear()
+
+
+def _warm_up_provider(provider: ContextProvider, graph: Graph, embedder: Embedder | None) -> None:
+    """``provider.warm_up(graph, embedder)``, or ``warm_up(graph)`` for a provider written before
+    warm-ups were given the embedder."""
+    try:
+        takes_embedder = "embedder" in inspect.signature(provider.warm_up).parameters
+    except (TypeError, ValueError):
+        takes_embedder = True
+    if takes_embedder:
+        provider.warm_up(graph, embedder)
+    else:
+        provider.warm_up(graph)  # type: ignore[call-arg]

@@ -122,6 +122,7 @@ class Worker:
         self.spool.prune()
         self.publish_answering_tools()
         threading.Thread(target=self._warm_mcp, name="mkg-mcp-warm", daemon=True).start()
+        self.connections.warm_up_connections()
         try:  # connect and apply the schema now, not while a hook waits for an answer
             self.graph_for(self.settings)
         except GraphUnavailable as exc:
@@ -366,7 +367,11 @@ class Worker:
         if not matching:
             return ""
         if self.connections.known_down(prepared.settings):
-            return self._degraded(prepared)  # at once: trying again would outlast the deadline
+            # At once: trying again would outlast the deadline. The drain tries again now instead,
+            # so that a database back up is known as soon as the next hook asks.
+            self._retry_at = 0.0
+            self.wake.set()
+            return self._degraded(prepared)
         # Providers link what they inject to the event, so let it reach the graph first (briefly).
         self.wait_drained(seq, min((deadline - time.monotonic()) / 2, 0.5))
         try:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from mkg_core.contrib import CaptureContext
+from mkg_core.connections import Connections
+from mkg_core.contrib import CaptureContext, ContextProvider
 from mkg_core.embedding import LiteLLMEmbedder
 from mkg_core.error_patterns import QueryErrorRecall
 from mkg_core.events import HookEvent
@@ -353,11 +355,53 @@ def test_warm_ups_run_every_query_and_write_or_embed_nothing(
         for provider in (ProjectContextProvider(), SystemPromptProvider(), QueryErrorRecall()):
             for chosen in (None, embedder):
                 provider.warm_up(graph, chosen)
-    assert [
-        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING or "skip" in r.getMessage()
-    ] == []
+    mine = [r for r in caplog.records if r.thread == threading.get_ident()]
+    assert [r.getMessage() for r in mine if r.levelno >= logging.WARNING or "skip" in r.getMessage()] == []
     assert graph.read("MATCH (n) RETURN count(n) AS n")[0]["n"] == 0
     assert fake_llm.embeddings() == [] and fake_llm.chats() == []
+
+
+def test_a_serving_worker_warms_each_connection_in_the_background(graph: Graph, settings, host) -> None:
+    """Providers are warmed up once a connection is made, with the embedder when they take it and
+    with the graph alone when they were written for ``warm_up(graph)``; a drain-once process
+    (no ``warm_up_connections``) warms nothing."""
+    calls: list[tuple[str, object]] = []
+    release, done = threading.Event(), threading.Event()
+
+    class Current(ContextProvider):
+        name = "current"
+
+        def warm_up(self, graph: Graph, embedder: object) -> None:
+            calls.append(("current", embedder))
+
+    class Older(ContextProvider):
+        name = "older"
+
+        def warm_up(self, graph: Graph) -> None:  # type: ignore[override]
+            release.wait(60)  # a warm-up started keeps its thread alive until the test lets it go
+            calls.append(("older", graph.read("RETURN 1 AS one")[0]["one"]))
+            done.set()
+
+    def warming() -> bool:
+        return any(thread.name == "mkg-warm-up" for thread in threading.enumerate())
+
+    once = Connections(host, providers=[Current(), Older()])
+    try:
+        once.graph_for(settings)
+        assert not warming() and calls == []
+    finally:
+        once.close()
+    serving = Connections(host, providers=[Current(), Older()])
+    serving.warm_up_connections()
+    try:
+        serving.graph_for(settings)
+        assert warming()
+        release.set()
+        assert done.wait(60)
+    finally:
+        release.set()
+        serving.close()
+    assert calls == [("current", None), ("older", 1)]  # the tests' settings have no embedder
 
 
 def test_a_date_in_the_prompt_favours_memory_made_then(
