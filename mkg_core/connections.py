@@ -71,14 +71,14 @@ class Connections:
         self._query_tools: dict[Any, dict[str, QueryTool]] = {}
         self._local_start_after = 0.0
         self._down_until: dict[ConnectionKey, float] = {}
-        self._warm_up = False
+        self._warming = False
         self._closed = threading.Event()
 
     def warm_up_connections(self) -> None:
         """For a long-lived process (the worker serving hooks): from now on, each connection made
-        is warmed up in the background (see :meth:`_warm_up`). A process that drains once and
-        exits does not want it."""
-        self._warm_up = True
+        is warmed up in the background (see :meth:`_warm_up_connection`). A process that drains
+        once and exits does not want it."""
+        self._warming = True
 
     def graph_for(self, settings: Settings) -> Graph:
         """The driver for these settings' connection; raises GraphUnavailable when it cannot be had."""
@@ -140,7 +140,7 @@ class Connections:
                         "%s: vector search is skipped until `mkg backfill-embeddings` rebuilds them",
                         "; ".join(mismatches),
                     )
-                if self._warm_up:
+                if self._warming:
                     threading.Thread(
                         target=self._warm_up_connection,
                         args=(graph, settings),

@@ -36,6 +36,7 @@ __all__ = [
     "ToolContext",
     "ToolGroup",
     "ToolSpec",
+    "warm_up_vector",
 ]
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
@@ -265,6 +266,12 @@ WARM_UP_IDS = {
     "session_id": "00000000-0000-4000-8000-000000000000",
 }
 WARM_UP_USERS = ("wu", "warmup", "warm-up@example.invalid")
+
+
+def warm_up_vector(dimensions: int) -> list[float]:
+    """A unit vector of ``dimensions`` floats: what a warm-up passes where a query takes an
+    embedding, without calling the embedder."""
+    return [1.0] + [0.0] * (dimensions - 1)
 
 
 class ContextProvider:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .contrib import WARM_UP_IDS, CaptureContext, ContextProvider, Job, QueryTool
+from .contrib import WARM_UP_IDS, CaptureContext, ContextProvider, Job, QueryTool, warm_up_vector
 from .embedding import embed_or_none
 from .injection import FENCE_CLOSE, FENCE_OPEN, neutralise
 from .learnings import collapse
@@ -460,7 +460,6 @@ class QueryErrorRecall(ContextProvider):
         try:
             graph.read(FULLTEXT_PATTERNS, {**params, "query": "warm up"})
             if embedder is not None and embedder.dimensions:
-                vector = [1.0] + [0.0] * (embedder.dimensions - 1)
-                graph.read(VECTOR_PATTERNS, {**params, "vector": vector})
+                graph.read(VECTOR_PATTERNS, {**params, "vector": warm_up_vector(embedder.dimensions)})
         except Exception as exc:  # the index may not exist yet on an old schema
             log.debug("error-pattern warm-up skipped: %s", exc)

@@ -23,7 +23,15 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .contrib import WARM_UP_IDS, WARM_UP_USERS, CaptureContext, CaptureHandler, ContextProvider, Embedder
+from .contrib import (
+    WARM_UP_IDS,
+    WARM_UP_USERS,
+    CaptureContext,
+    CaptureHandler,
+    ContextProvider,
+    Embedder,
+    warm_up_vector,
+)
 from .injection import FENCE_CLOSE, FENCE_OPEN, neutralise
 from .review import QUEUE_SIZE
 from .search import TOKEN_RE, Recalled, search_learnings
@@ -284,7 +292,7 @@ class _StandIn(Embedder):
         self.dimensions = dimensions
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [[1.0] + [0.0] * (self.dimensions - 1) for _ in texts]
+        return [warm_up_vector(self.dimensions) for _ in texts]
 
 
 class InjectionEventLinks(CaptureHandler):
