@@ -6,6 +6,9 @@ Each LoCoMo conversation becomes one project. Two unit types, run separately:
   (what the extractor would have distilled), carrying the dialog ids it was drawn from;
 - ``turn``: every dialog turn (``speaker: text``) becomes an approved, project-scoped ``:Learning``.
 
+Each LoCoMo session is one MKG session: its units come ``FROM_SESSION`` it, as learnings distilled
+from an agent's session do.
+
 Units are linked to entities as MKG links memory when no LLM answers: the deterministic linker
 (``mkg_core.entities.linker``) over each unit's text, resolved and written by the product's own
 ``mkg_core.entities.store.link`` (names embedded, merges at the configured similarity). An LLM's
@@ -13,12 +16,14 @@ entities would be at least as good, so the graph figures are a floor.
 
 Every question of category 1-4 with evidence is asked through ``mkg_core.search.search_learnings``
 (the function the prompt hook uses) against a real Neo4j, in each mode: fulltext only, vector only,
-the graph branch only, hybrid (fulltext, vector and dates fused, as before the graph branch) and
-the default, hybrid with the graph branch (``--hops 2`` adds the two-hop walk as a further mode);
-all with the prompt hook's floors. Reported per mode and per LoCoMo category (1 multi-hop,
-2 temporal, 3 open-domain, 4 single-hop): evidence recall@5 and @10 (gold dialog ids covered by
-the top k units, averaged over questions), MRR of the first unit covering a gold id, tokens of the
-top 5 units, and p50/p95 latency of one recall call (question embedding included).
+the graph branch only, hybrid (fulltext, vector and dates fused, as before the graph branch),
+hybrid with the session context (``hybrid+session``), hybrid with the graph branch
+(``hybrid+graph``; ``--hops 2`` adds the two-hop walk as a further mode) and the default, all of
+them (``hybrid+graph+session``); all with the prompt hook's floors. Reported per mode and per
+LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop): evidence recall@5 and @10
+(gold dialog ids covered by the top k units, averaged over questions), MRR of the first unit
+covering a gold id, tokens of the top 5 units, and p50/p95 latency of one recall call (question
+embedding included).
 
 Embeddings come from MKG's keyless embedder by default (``--embedder local``: all-MiniLM-L6-v2 as
 int8 ONNX, from ``mkg-core[local]``), or from the same model at full precision as the reference
@@ -78,6 +83,8 @@ class Unit:
     text: str
     dia_ids: tuple[str, ...]
     created_at: datetime | None
+    #: The conversation's session it was made in (its number).
+    session: str = ""
 
 
 @dataclass(frozen=True)
@@ -116,12 +123,12 @@ def load(path: Path) -> Conversation:
             text = f"{turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
-            turns.append(Unit(f"{name}:turn:{turn['dia_id']}", text, (turn["dia_id"],), when))
+            turns.append(Unit(f"{name}:turn:{turn['dia_id']}", text, (turn["dia_id"],), when, number))
         for speaker_facts in (data.get(f"{key}_observation") or {}).values():
             for index, item in enumerate(speaker_facts):
                 fact, evidence = item[0], item[1]
                 ids = tuple(_DIA.findall(str(evidence)))
-                obs.append(Unit(f"{name}:obs:{number}:{len(obs)}:{index}", str(fact), ids, when))
+                obs.append(Unit(f"{name}:obs:{number}:{len(obs)}:{index}", str(fact), ids, when, number))
     questions = [
         Question(
             str(q["question"]), frozenset(_DIA.findall(" ".join(map(str, q["evidence"])))), int(q["category"])
@@ -137,6 +144,8 @@ UNWIND $rows AS row
 CREATE (l:Learning {id: row.id, text: row.text, dia_ids: row.dia_ids, created_at: row.created_at,
                     status: 'approved', scope: $scope, project_id: $project, user_id: $user,
                     confidence: 0.8, embedding: row.embedding})
+MERGE (s:Session {session_id: $project + ':' + row.session})
+CREATE (l)-[:FROM_SESSION]->(s)
 """
 
 
@@ -154,7 +163,14 @@ def store(
         list(embedder.embed([u.text for u in units])) if embedder else [None] * len(units)
     )
     rows = [
-        {"id": u.id, "text": u.text, "dia_ids": list(u.dia_ids), "created_at": u.created_at, "embedding": v}
+        {
+            "id": u.id,
+            "text": u.text,
+            "dia_ids": list(u.dia_ids),
+            "created_at": u.created_at,
+            "session": u.session,
+            "embedding": v,
+        }
         for u, v in zip(units, vectors, strict=True)
     ]
     for start in range(0, len(rows), 500):
@@ -197,28 +213,43 @@ def link_units(
         )
 
 
-DEFAULT_MODE = "hybrid+graph"
+DEFAULT_MODE = "hybrid+graph+session"
 
 
 def modes(
     embedder: Embedder | None, min_similarity: float, min_score: float, hops: int = 1
 ) -> dict[str, dict[str, Any]]:
-    """Every retrieval mode the recall code offers; ``hybrid+graph`` is the prompt hook's
-    configuration (``graph`` alone without an embedder)."""
+    """Every retrieval mode the recall code offers; ``hybrid+graph+session`` is the prompt hook's
+    configuration (``fulltext+graph+session`` without an embedder)."""
     floors = {"min_similarity": min_similarity, "min_score": min_score}
+    alone = {"use_graph": False, "use_sessions": False}
     found: dict[str, dict[str, Any]] = {
-        "fulltext": {"embedder": None, "min_score": min_score, "use_graph": False},
+        "fulltext": {"embedder": None, "min_score": min_score, **alone},
     }
     if embedder is None:
-        found["graph"] = {"embedder": None, "min_score": min_score, "use_fulltext": False}
-        found["fulltext+graph"] = {"embedder": None, "min_score": min_score}
+        found["graph"] = {
+            "embedder": None,
+            "min_score": min_score,
+            "use_fulltext": False,
+            "use_sessions": False,
+        }
+        found["fulltext+graph"] = {"embedder": None, "min_score": min_score, "use_sessions": False}
+        found["fulltext+graph+session"] = {"embedder": None, "min_score": min_score}
         return found
-    found["vector"] = {"embedder": embedder, "use_fulltext": False, "use_graph": False, **floors}
-    found["graph"] = {"embedder": embedder, "use_fulltext": False, "use_vector": False, **floors}
-    found["hybrid"] = {"embedder": embedder, "use_graph": False, **floors}
-    found[DEFAULT_MODE] = {"embedder": embedder, **floors}
+    found["vector"] = {"embedder": embedder, "use_fulltext": False, **alone, **floors}
+    found["graph"] = {
+        "embedder": embedder,
+        "use_fulltext": False,
+        "use_vector": False,
+        "use_sessions": False,
+        **floors,
+    }
+    found["hybrid"] = {"embedder": embedder, **alone, **floors}
+    found["hybrid+session"] = {"embedder": embedder, "use_graph": False, **floors}
+    found["hybrid+graph"] = {"embedder": embedder, "use_sessions": False, **floors}
     if hops > 1:
-        found["hybrid+graph2"] = {"embedder": embedder, "graph_hops": 2, **floors}
+        found["hybrid+graph2"] = {"embedder": embedder, "graph_hops": 2, "use_sessions": False, **floors}
+    found[DEFAULT_MODE] = {"embedder": embedder, **floors}
     return found
 
 
@@ -320,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(environ={}, project_root=tempfile.gettempdir())
     units = ("obs", "turn") if args.units == "both" else (args.units,)
     # The shape other tools read: {"<units>": {"<mode>": {...}}, "default_mode": "<mode>"}.
-    results: dict[str, Any] = {"default_mode": DEFAULT_MODE if embedder else "fulltext+graph"}
+    results: dict[str, Any] = {"default_mode": DEFAULT_MODE if embedder else "fulltext+graph+session"}
     print(
         f"{machine()}, {len(conversations)} conversations, embedder: {choice}",
         file=sys.stderr,
@@ -347,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"c{c} {v['recall@5']:.3f}/{v['recall@10']:.3f}" for c, v in row["by_category"].items()
                 )
                 print(
-                    f"  {mode:13} R@5 {row['recall@5']:.3f}  R@10 {row['recall@10']:.3f}  "
+                    f"  {mode:20} R@5 {row['recall@5']:.3f}  R@10 {row['recall@10']:.3f}  "
                     f"MRR {row['mrr']:.3f}  tokens {row['tokens_top5']:6.1f}  "
                     f"p50 {row['p50_ms']:6.1f} ms  p95 {row['p95_ms']:6.1f} ms  |  {categories}"
                 )

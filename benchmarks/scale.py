@@ -4,21 +4,24 @@ grows from 1k learnings to 1M spread over 100 projects.
 The learnings are synthetic and deterministic (seeded): 8 to 16 words each, drawn from a
 Zipf-distributed vocabulary of pseudo-words, so common words are shared by every project as they are
 in real memory. Each project has one owner; 80% of its learnings are project-scoped, 20% are the
-owner's user facts. Embeddings are the feature-hashed word vectors the fake LLM server serves
+owner's user facts. Each of a project's sessions made 20 of its learnings (``FROM_SESSION``).
+Embeddings are the feature-hashed word vectors the fake LLM server serves
 (``mkg_core.testing.fakellm.hashed_vector``), computed in process, so the figures are the graph's own cost.
 
 For each size, in one growing database:
 
 1. the new learnings are loaded with no index in place (load rate reported);
 2. the schema is dropped and applied again, and the time until every index is online is the index
-   build time at that size; then the new learnings are linked to their entities as MKG links memory
+   build time at that size; then the new learnings are linked to their sessions, and to their
+   entities as MKG links memory
    without an LLM (the deterministic linker and ``mkg_core.entities.store.link``; merges by
    similarity are off, because hashed vectors of one-word names collide; link rate reported);
 3. ``--queries`` questions are asked through ``mkg_core.search.search_learnings`` (the prompt hook's
-   search) in fulltext and hybrid mode, each with and without the graph branch. A question is 4
-   words of one project-scoped learning plus 2 random vocabulary words, asked in that learning's
-   project by its owner. Reported: p50/p95 latency and how often the learning asked about is in the
-   top 5 and top 10 (``found@5``, ``found@10``);
+   search) in fulltext and hybrid mode, each alone and with the graph branch and the session
+   context (``+graph+session``, recall's default), and hybrid with the graph branch alone. A
+   question is 4 words of one project-scoped learning plus 2 random vocabulary words, asked in that
+   learning's project by its owner. Reported: p50/p95 latency and how often the learning asked
+   about is in the top 5 and top 10 (``found@5``, ``found@10``);
 4. for 30 of those questions, how much of the exact 10 nearest learnings of the project (cosine over
    all of them) the filtered vector index returns when asked for 10, and when asked for as many as
    recall asks for (``vector_top10_agreement``).
@@ -71,8 +74,20 @@ LOAD = """
 UNWIND $rows AS row
 CREATE (l:Learning {id: row.id, text: row.text, scope: row.scope, project_id: row.project_id,
                     user_id: row.user_id, status: 'approved', confidence: 0.8,
-                    created_at: row.created_at, embedding: row.embedding})
+                    created_at: row.created_at, embedding: row.embedding, session_key: row.session})
 """
+
+#: Once the schema is in place: each learning ``FROM_SESSION`` its session.
+SESSIONS = """
+MATCH (l:Learning) WHERE l.session_key IS NOT NULL
+CALL (l) {
+  MERGE (s:Session {session_id: l.session_key})
+  CREATE (l)-[:FROM_SESSION]->(s)
+  REMOVE l.session_key
+} IN TRANSACTIONS OF 5000 ROWS
+"""
+#: How many learnings each session made.
+SESSION_SIZE = 20
 
 
 class Hashed(Embedder):
@@ -135,6 +150,7 @@ class Corpus:
                 "project_id": self.project(i),
                 "user_id": self.owner(i),
                 "created_at": NOW - timedelta(minutes=(i * 7919) % (365 * 24 * 60)),
+                "session": f"{self.project(i)}:{i // self.projects // SESSION_SIZE}",
                 "embedding": vector,
             }
             for i, text, vector in zip(range(start, end), texts, vectors, strict=True)
@@ -272,10 +288,11 @@ def main(argv: list[str] | None = None) -> int:
         "min_similarity": settings.recall_min_similarity,
     }
     modes = {
-        "fulltext": {"min_score": settings.recall_min_score, "use_graph": False},
-        "fulltext+graph": {"min_score": settings.recall_min_score},
-        "hybrid": {**hybrid, "use_graph": False},
-        "hybrid+graph": hybrid,
+        "fulltext": {"min_score": settings.recall_min_score, "use_graph": False, "use_sessions": False},
+        "fulltext+graph+session": {"min_score": settings.recall_min_score},
+        "hybrid": {**hybrid, "use_graph": False, "use_sessions": False},
+        "hybrid+graph": {**hybrid, "use_sessions": False},
+        "hybrid+graph+session": hybrid,
     }
     print(
         f"{machine()}, {args.projects} projects, {args.dims}-dim hashed embeddings",
@@ -301,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                 build = time.perf_counter() - began
                 if not report.online:
                     raise SystemExit(f"the indexes were not online after {build:.0f} s (or one failed)")
+                graph.run_autocommit(SESSIONS)
                 link_rate = link_entities(graph, corpus, linked, size)
                 linked = size
                 wait_online(graph, 7200)
@@ -323,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in modes:
                     m = row[mode]
                     print(
-                        f"  {mode:14} p50 {m['p50_ms']:7.1f} ms  p95 {m['p95_ms']:7.1f} ms  "
+                        f"  {mode:22} p50 {m['p50_ms']:7.1f} ms  p95 {m['p95_ms']:7.1f} ms  "
                         f"found@5 {m['found@5']:.3f}  found@10 {m['found@10']:.3f}"
                     )
                 agreement = row["vector_top10_agreement"]

@@ -98,6 +98,7 @@ def project_get_context(
         embedder=context.embedder,
         min_similarity=settings.recall_min_similarity,
         use_graph=settings.recall_graph,
+        use_sessions=settings.recall_sessions,
     )
     waiting = int(graph.read(QUEUE_SIZE, {"project_id": project.id, "user_id": user_id})[0]["waiting"])
     touched = most_touched(graph, project.id)

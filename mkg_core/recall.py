@@ -33,8 +33,9 @@ from .contrib import (
     warm_up_vector,
 )
 from .injection import FENCE_CLOSE, FENCE_OPEN, neutralise
+from .learnings import learning_id
 from .review import QUEUE_SIZE
-from .search import TOKEN_RE, Recalled, search_learnings
+from .search import TOKEN_RE, Recalled, search_learnings, sessions_of
 from .timeframes import aware
 
 if TYPE_CHECKING:
@@ -240,6 +241,7 @@ class ProjectContextProvider(ContextProvider):
             embedder=context.embedder,
             min_similarity=settings.recall_min_similarity,
             use_graph=settings.recall_graph,
+            use_sessions=settings.recall_sessions,
         )
         text, shown = render_context(
             project_name=project.name,
@@ -279,6 +281,8 @@ class ProjectContextProvider(ContextProvider):
                     min_score=1.0,
                 )
             graph.read(QUEUE_SIZE, {"project_id": ids["project_id"], "user_id": user_id})
+        # An empty project has no candidates to put in their sessions' context: plan that apart.
+        sessions_of(graph, [learning_id(ids["project_id"], f"warm-up {i}") for i in range(30)])
         graph.read(RECENT_OBSERVATIONS, {"project_id": ids["project_id"], "limit": 5})
 
 

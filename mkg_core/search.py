@@ -3,13 +3,15 @@
 Used by recall (what is injected), the consistency gate (a candidate's neighbours), memory
 tools and extraction. Only words of the text reach the fulltext index (:func:`keyword_query`), each
 query is scoped to the project's learnings and the user's own (:func:`scoped_query`), and the
-rankings are fused by weighted reciprocal rank fusion (:func:`fuse`).
+rankings are fused by weighted reciprocal rank fusion (:func:`rrf`), then memory made in the same
+session as a strong hit is promoted with it (:func:`in_session_context`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -244,6 +246,23 @@ RRF_K = 3
 RRF_WEIGHTS = {"time": 2.0, "graph": 0.5}
 
 
+#: Memory made in one session is context for each other: each fused candidate passes this share of
+#: its score, split evenly over the other learnings of each session it came from, to the candidates
+#: among them. A session that made few learnings binds them strongly, a long one that made many
+#: passes little to each. Chosen on LoCoMo's dev split (docs/benchmarks.md).
+SESSION_SHARE = 1.0
+
+#: The sessions the candidates came from: which of them each made, and how many learnings it made
+#: in all (live or not).
+CANDIDATE_SESSIONS = """
+UNWIND $ids AS id
+MATCH (:Learning {id: id})-[:FROM_SESSION]->(s:Session)
+WITH s, collect(id) AS ids
+WHERE size(ids) > 1
+RETURN ids, COUNT { (s)<-[:FROM_SESSION]-(:Learning) } AS made
+"""
+
+
 @dataclass(frozen=True)
 class Recalled:
     id: str
@@ -252,7 +271,8 @@ class Recalled:
     scope: str
     confidence: float
     score: float
-    #: The retrieval branches that found it: ``fulltext``, ``vector``, ``time``, ``graph``.
+    #: The retrieval branches that found it: ``fulltext``, ``vector``, ``time``, ``graph``; and
+    #: ``session`` when memory of its session among the candidates promoted it.
     sources: tuple[str, ...] = ("fulltext",)
     created_at: Any = None
 
@@ -272,6 +292,7 @@ def search_learnings(
     use_vector: bool = True,
     use_graph: bool = True,
     graph_hops: int = 1,
+    use_sessions: bool = True,
 ) -> list[Recalled]:
     """The learnings most relevant to ``text``, best first.
 
@@ -282,10 +303,12 @@ def search_learnings(
     third ranking holds the learnings made in those windows that pass the same floors: the
     fulltext hits made then fused with the ones most similar to the text made then. The graph
     branch (:mod:`mkg_core.entities.walk`) ranks the learnings about the entities the text names,
-    under the same similarity floor. The rankings are fused by weighted reciprocal rank fusion. If
-    the vector search fails (no index, the embedder is down) the other branches answer.
-    ``use_fulltext``, ``use_vector`` and ``use_graph`` leave a branch out (for comparisons);
-    ``graph_hops=2`` lets the walk pass through co-occurring entities.
+    under the same similarity floor. The rankings are fused by weighted reciprocal rank fusion, and
+    candidates made in the same session as each other pass a share of their scores to each other
+    (:func:`in_session_context`). If the vector search fails (no index, the embedder is down) the
+    other branches answer. ``use_fulltext``, ``use_vector`` and ``use_graph`` leave a branch out and
+    ``use_sessions=False`` the session context (for comparisons); ``graph_hops=2`` lets the walk pass
+    through co-occurring entities.
     """
     candidates = max(limit * 3, 20)
     params: dict[str, Any] = {
@@ -327,7 +350,10 @@ def search_learnings(
     windows = named_windows(text) if use_fulltext or use_vector else []
     if windows:
         rankings["time"] = _in_windows(graph, windows, vector, floor, params, rankings.get("fulltext", []))
-    return fuse({branch: rows for branch, rows in rankings.items() if rows}, limit)
+    fused = rrf({branch: rows for branch, rows in rankings.items() if rows})
+    if use_sessions and len(fused) > 1:
+        fused = in_session_context(graph, fused)
+    return ranked(fused, limit)
 
 
 def _walk(graph: Graph, cypher: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -390,10 +416,39 @@ def rrf(rankings: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return list(fused.values())
 
 
-def fuse(rankings: dict[str, list[dict[str, Any]]], limit: int) -> list[Recalled]:
-    """Reciprocal rank fusion; at equal relevance approved before candidate, then confidence."""
+def in_session_context(graph: Graph, fused: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fused candidates (from :func:`rrf`), each promoted by the others made in a session it
+    came from: a candidate passes :data:`SESSION_SHARE` of its fused score, split evenly over the
+    other learnings that session made, to those among the candidates. Memory not among the
+    candidates is never brought in. When the sessions cannot be read, the candidates as they are."""
+    scores = {row["id"]: float(row["score"]) for row in fused}
+    passed: dict[str, float] = defaultdict(float)
+    for session in sessions_of(graph, list(scores)):
+        ids, made = session["ids"], int(session["made"])
+        for giver in ids:
+            share = SESSION_SHARE * scores[giver] / max(made - 1, 1)
+            for taker in ids:
+                if taker != giver:
+                    passed[taker] += share
+    return [
+        {**row, "score": row["score"] + passed[row["id"]], "sources": [*row["sources"], "session"]}
+        if passed.get(row["id"])
+        else row
+        for row in fused
+    ]
+
+
+def sessions_of(graph: Graph, ids: list[str]) -> list[dict[str, Any]]:
+    """The sessions that made more than one of the learnings ``ids``: a row each with those
+    (``ids``) and how many learnings the session made in all (``made``); none when the graph
+    cannot answer."""
+    return _read_or_nothing(graph, CANDIDATE_SESSIONS, {"ids": ids})
+
+
+def ranked(fused: list[dict[str, Any]], limit: int) -> list[Recalled]:
+    """The ``limit`` best of fused rows; at equal relevance approved before candidate, then
+    confidence."""
     ordered = sorted(
-        rrf(rankings),
-        key=lambda r: (-round(r["score"], 9), r["status"] != "approved", -float(r["confidence"])),
+        fused, key=lambda r: (-round(r["score"], 9), r["status"] != "approved", -float(r["confidence"]))
     )
     return [Recalled(**{**row, "sources": tuple(row["sources"])}) for row in ordered[:limit]]

@@ -119,6 +119,8 @@ class Settings(BaseSettings):
     recall_min_similarity: float = Field(0.35, ge=-1, le=1, validation_alias="MKG_RECALL_MIN_SIMILARITY")
     #: The graph branch of recall: memory about the entities a prompt names (docs/recall.md).
     recall_graph: bool = Field(True, validation_alias="MKG_RECALL_GRAPH")
+    #: Memory made in the session of a strong hit is promoted with it (docs/recall.md).
+    recall_sessions: bool = Field(True, validation_alias="MKG_RECALL_SESSIONS")
     #: The cosine above which entity resolution merges two names (measured: docs/benchmarks.md).
     entity_merge_similarity: float = Field(
         0.87, ge=0, le=1.01, validation_alias="MKG_ENTITY_MERGE_SIMILARITY"

@@ -137,6 +137,41 @@ def test_other_projects_never_crowd_a_projects_memory_out_of_the_fulltext_search
         assert {item.id for item in found} == expected
 
 
+def test_memory_made_in_the_session_of_a_strong_hit_is_promoted_with_it(graph: Graph) -> None:
+    apply_schema(graph, core_statements(64))
+    _learning(graph, "l-deploy", "The billing deploy runs the helm chart")
+    _learning(graph, "l-tag", "A rollback needs the previous image tag from the registry")
+    _learning(graph, "l-manual", "Rollback is manual")
+    _learning(graph, "l-lunch", "Lunch is at noon")  # of the same session, but not a candidate
+    made = {"s-billing": ["l-deploy", "l-tag", "l-lunch"], "s-other": ["l-manual"]}
+    graph.write(
+        "UNWIND $made AS m MERGE (s:Session {session_id: m.session}) WITH s, m "
+        "UNWIND m.ids AS id MATCH (l:Learning {id: id}) CREATE (l)-[:FROM_SESSION]->(s)",
+        {"made": [{"session": k, "ids": v} for k, v in made.items()]},
+    )
+
+    def search(**options: bool) -> list:
+        return search_learnings(
+            graph, "billing deploy rollback", project_id=PROJECT, user_id=USER, session_id=None,
+            limit=5, min_score=0.0, **options,
+        )  # fmt: skip
+
+    # By words alone the short rollback note outranks the one about image tags.
+    assert [r.id for r in search(use_sessions=False)] == ["l-deploy", "l-manual", "l-tag"]
+    # The image tag note was made in the session of the best hit, which lifts it.
+    found = search()
+    assert [r.id for r in found] == ["l-deploy", "l-tag", "l-manual"]
+    assert found[1].sources == ("fulltext", "session") and found[2].sources == ("fulltext",)
+    # A session that made many learnings passes little to each.
+    graph.write(
+        "MATCH (s:Session {session_id: 's-billing'}) UNWIND range(1, 20) AS i "
+        "CREATE (:Learning {id: 'l-filler-' + i, text: 'Standup notes ' + i, scope: 'project', "
+        "status: 'approved', project_id: $project, user_id: $user})-[:FROM_SESSION]->(s)",
+        {"project": PROJECT, "user": USER},
+    )
+    assert [r.id for r in search()] == ["l-deploy", "l-manual", "l-tag"]
+
+
 def test_an_answer_written_before_its_event_is_linked_when_the_event_arrives(graph: Graph, settings) -> None:
     apply_schema(graph, core_statements(64))
     _learning(graph, "l-early", "Deploy staging with the helm chart")

@@ -14,7 +14,7 @@
    :data:`POOL` learnings then pass the recall's similarity floor when there is a prompt vector,
    so the branch never brings in memory unrelated to the prompt.
 
-The ranking is fused with the fulltext, vector and date rankings in :func:`mkg_core.search.fuse`;
+The ranking is fused with the fulltext, vector and date rankings in :func:`mkg_core.search.rrf`;
 the query that runs it is composed in :mod:`mkg_core.search`, which owns what a recall may see.
 Parameters were chosen on the LoCoMo dev split (docs/benchmarks.md).
 """

@@ -243,6 +243,7 @@ class Extractor:
             min_score=0.0,
             embedder=self.embedder,
             use_graph=self.settings.recall_graph,
+            use_sessions=self.settings.recall_sessions,
         )
         if not recalled:
             return "- none"

@@ -159,6 +159,7 @@ def _search(viewer: Viewer, filters: Filters, base: dict[str, Any]) -> dict[str,
             embedder=viewer.embedder(),
             min_similarity=settings.recall_min_similarity,
             use_graph=settings.recall_graph,
+            use_sessions=settings.recall_sessions,
         )
         found = {hit.id: {"score": hit.score, "sources": list(hit.sources)} for hit in hits}
     details = {row["id"]: row for row in graph.read(q.LEARNINGS_BY_ID, {**base, "ids": list(found)})}
