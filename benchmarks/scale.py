@@ -13,9 +13,9 @@ For each size, in one growing database:
 1. the new learnings are loaded with no index in place (load rate reported);
 2. the schema is dropped and applied again, and the time until every index is online is the index
    build time at that size; then the new learnings are linked to their sessions, and to their
-   entities as MKG links memory
-   without an LLM (the deterministic linker and ``mkg_core.entities.store.link``; merges by
-   similarity are off, because hashed vectors of one-word names collide; link rate reported);
+   entities as MKG links memory without an LLM (the deterministic linker and
+   ``mkg_core.entities.store.link``; merges by similarity are off, because hashed vectors of
+   one-word names collide; link rate reported);
 3. ``--queries`` questions are asked through ``mkg_core.search.search_learnings`` (the prompt hook's
    search) in fulltext and hybrid mode, each alone and with the graph branch and the session
    context (``+graph+session``, recall's default), and hybrid with the graph branch alone. A
