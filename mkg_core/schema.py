@@ -51,6 +51,11 @@ UNIQUE_KEYS: tuple[tuple[str, str], ...] = (
 ENGLISH = "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}"
 _ANALYZER_RE = re.compile(r"`fulltext\.analyzer`\s*:\s*'([^']+)'")
 _PROPERTIES_RE = re.compile(r"ON EACH \[([^\]]*)\]")
+_VECTOR_RE = re.compile(
+    r"FOR \((?P<var>\w+):(?P<label>\w+)\) ON (?P=var)\.(?P<prop>\w+)\b"
+    r".*`vector\.dimensions`\s*:\s*(?P<dims>\d+)",
+    re.S | re.I,
+)
 SHOW_FULLTEXT = """
 SHOW FULLTEXT INDEXES YIELD name, properties, options WHERE name = $name
 RETURN properties, options.indexConfig['fulltext.analyzer'] AS analyzer
@@ -212,6 +217,7 @@ def apply_schema(
         except (ClientError, TransientError) as exc:
             raise SchemaError(f"schema statement {statement.name!r} failed: {exc.message}") from exc
         applied.append(statement.name)
+    rebuild_empty_vector_indexes(graph, statements)
     return SchemaReport(applied=tuple(applied), online=wait_online(graph, wait_seconds))
 
 
@@ -283,6 +289,26 @@ def rebuild_vector_indexes(graph: Graph, statements: Iterable[SchemaStatement], 
         rebuilt.append(statement.name)
     if rebuilt:
         wait_online(graph, 300)
+    return rebuilt
+
+
+def rebuild_empty_vector_indexes(graph: Graph, statements: Iterable[SchemaStatement]) -> list[str]:
+    """Build again, as declared, the vector indexes made for another dimension that hold no vector
+    yet (no node of their label has the property), and return their names: a store that has
+    embedded nothing takes the embedder in use as it is, with no ``mkg backfill-embeddings``."""
+    found = {row["name"]: row["dimensions"] for row in graph.read(SHOW_VECTOR_DIMENSIONS)}
+    rebuilt = []
+    for statement in statements:
+        declared = _VECTOR_RE.search(statement.cypher) if statement.kind == "vector" else None
+        current = found.get(statement.name)
+        if declared is None or current is None or int(current) == int(declared["dims"]):
+            continue
+        label, prop = declared["label"], declared["prop"]
+        if graph.read(f"MATCH (n:{label}) WHERE n.{prop} IS NOT NULL RETURN 1 AS found LIMIT 1"):
+            continue
+        graph.run_autocommit(f"DROP INDEX {statement.name} IF EXISTS")
+        graph.run_autocommit(statement.cypher)
+        rebuilt.append(statement.name)
     return rebuilt
 
 
