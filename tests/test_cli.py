@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from mkg_core.cli import build_cli
 from mkg_core.envfiles import parse_env_file
+from mkg_core.testing import drop_schema
 
 BIN = Path(sys.executable).parent
 
@@ -169,6 +170,7 @@ def test_project_shows_identity(tmp_path: Path) -> None:
 
 def test_doctor_against_real_neo4j(neo4j_server, graph, isolated_environment: Path) -> None:
     env = {**os.environ, **neo4j_server.settings_env(), "MKG_LOAD_PLUGINS": ""}
+    drop_schema(graph)  # a store MKG has never set up
     before = run(str(BIN / "mkg"), "doctor", "--json", env=env)
     checks = {c["name"]: c for c in json.loads(before.stdout)}
     assert before.returncode == 1

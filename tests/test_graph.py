@@ -10,6 +10,7 @@ from mkg_core.errors import GraphUnavailable
 from mkg_core.graph import Graph
 from mkg_core.schema import apply_schema, core_statements, vector_dimension_mismatches, vector_index
 from mkg_core.settings import load_settings
+from mkg_core.testing import CORE_SCHEMA
 
 DIMS = 4
 
@@ -173,9 +174,24 @@ def test_vector_dimension_change_is_detected(graph: Graph) -> None:
     ]
 
 
-def test_each_test_starts_from_an_empty_database(graph: Graph) -> None:
+def test_an_empty_vector_index_of_another_dimension_is_built_again_and_a_filled_one_kept(
+    graph: Graph,
+) -> None:
+    apply_schema(graph, core_statements(DIMS))
+    graph.write("CREATE (:Learning {id: 'l1', embedding: [0.1, 0.2, 0.3, 0.4]})")
+    apply_schema(graph, core_statements(8))
+    assert sorted(vector_dimension_mismatches(graph, 8)) == [
+        "project_learning_vector has 4 dimensions, memory's vectors have 8"  # it holds a vector
+    ]
+    dims = "SHOW VECTOR INDEXES YIELD name, options RETURN options.indexConfig['vector.dimensions'] AS d"
+    assert {row["d"] for row in graph.read(dims)} == {4, 8}
+
+
+def test_each_test_starts_from_an_empty_database_with_the_core_schema_only(graph: Graph) -> None:
     assert graph.read("MATCH (n) RETURN count(n) AS n") == [{"n": 0}]
-    assert graph.read("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name") == []
+    indexes = graph.read("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name")
+    constraints = graph.read("SHOW CONSTRAINTS YIELD name RETURN name")
+    assert {row["name"] for row in indexes + constraints} <= CORE_SCHEMA
 
 
 def test_verify_reports_the_server(graph: Graph) -> None:

@@ -3,7 +3,7 @@
 Loaded by the root ``conftest.py``. The Neo4j fixture starts a Neo4j the way ``mkg neo4j`` does
 (:mod:`mkg_core.localdb`) on a free port with a throw-away store, unless ``NEO4J_URI`` is set,
 in which case that server is used (with ``NEO4J_USERNAME`` / ``NEO4J_PASSWORD``). Every test that
-asks for ``graph`` gets an empty database: no nodes, no constraints, no indexes.
+asks for ``graph`` gets an empty database: no nodes, and no constraints or indexes but the core's.
 
 The helpers live in submodules (:mod:`.paths`, :mod:`.neo4j`, :mod:`.capture`, :mod:`.tools`, and the
 fake model servers :mod:`.fakellm` and :mod:`.fakemodels`); the names tests use are exported here.
@@ -25,6 +25,7 @@ from ..graph import Graph
 from ..host import PluginHost
 from ..localdb import free_port
 from ..plugins import make_plugin_manager
+from ..schema import core_statements
 from ..settings import Settings, load_settings
 from .capture import ANSWER_DEADLINES, CaptureRig, stop_worker
 from .fakellm import FakeLLM
@@ -41,17 +42,20 @@ from .tools import (
     check_golden_payload,
     cpu_burners,
     first_model_request,
+    fresh_venv,
     golden_payloads,
     mcp_call,
     mcp_server,
     mcp_session,
     npm_tool,
     pip_tool,
+    uv,
 )
 
 __all__ = [
     "ANSWER_DEADLINES",
     "BIN_DIR",
+    "CORE_SCHEMA",
     "REPO_ROOT",
     "TEST_PASSWORD",
     "CaptureRig",
@@ -62,6 +66,7 @@ __all__ = [
     "drop_schema",
     "first_model_request",
     "free_port",
+    "fresh_venv",
     "golden_payloads",
     "mcp_call",
     "mcp_server",
@@ -74,6 +79,7 @@ __all__ = [
     "scratch_neo4j",
     "start_dev_neo4j",
     "stop_worker",
+    "uv",
 ]
 
 #: Variables a developer's shell may hold that must not leak into a test.
@@ -163,11 +169,21 @@ def settings(isolated_environment: Path, request: pytest.FixtureRequest) -> Sett
     return load_settings(environ=environ, project_root=isolated_environment)
 
 
+#: The core's constraints and indexes, which a test's empty database keeps (see ``graph``).
+CORE_SCHEMA = frozenset(statement.name for statement in core_statements(1))
+
+
 @pytest.fixture
 def graph(neo4j_server: Neo4jServer, settings: Settings) -> Iterator[Graph]:
-    """A connection to an empty database."""
+    """A connection to an empty database: no nodes, and no constraint or index but the core's.
+
+    Those are kept from test to test: creating or dropping any index empties Neo4j's cache of query
+    plans, and every test that starts a worker would otherwise apply the schema and plan its
+    queries afresh. A vector index of another dimension than a test's embedder makes is built again
+    by the schema's own step for indexes that hold no vector (:mod:`mkg_core.schema`).
+    """
     with Graph.connect(settings) as g:
-        reset_database(g)
+        reset_database(g, keep=CORE_SCHEMA)
         yield g
 
 

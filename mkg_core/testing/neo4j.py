@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,18 +73,20 @@ def scratch_neo4j(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
             server.stop()
 
 
-def reset_database(graph: Graph) -> None:
-    """Delete every node, constraint and (non-lookup) index."""
+def reset_database(graph: Graph, *, keep: Collection[str] = ()) -> None:
+    """Delete every node, and every constraint and (non-lookup) index not named in ``keep``."""
     graph.run_autocommit("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS")
-    drop_schema(graph)
+    drop_schema(graph, keep=keep)
 
 
-def drop_schema(graph: Graph) -> None:
-    """Drop every constraint and (non-lookup) index, keeping the data."""
+def drop_schema(graph: Graph, *, keep: Collection[str] = ()) -> None:
+    """Drop every constraint and (non-lookup) index not named in ``keep``, keeping the data."""
     for row in graph.run_autocommit("SHOW CONSTRAINTS YIELD name RETURN name"):
-        graph.run_autocommit(f"DROP CONSTRAINT {quote_name(row['name'])} IF EXISTS")
+        if row["name"] not in keep:
+            graph.run_autocommit(f"DROP CONSTRAINT {quote_name(row['name'])} IF EXISTS")
     for row in graph.run_autocommit("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name"):
-        graph.run_autocommit(f"DROP INDEX {quote_name(row['name'])} IF EXISTS")
+        if row["name"] not in keep:
+            graph.run_autocommit(f"DROP INDEX {quote_name(row['name'])} IF EXISTS")
 
 
 def quote_name(name: str) -> str:
