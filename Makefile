@@ -1,6 +1,7 @@
 # One-command entry points. Each target does its own set-up on a fresh machine:
-# a virtual environment in .venv with every package of this repository installed editable
-# (a Java runtime comes with mkg-core[local]), and the pinned Neo4j's jars from Maven Central.
+# a virtual environment in .venv with every package of this repository installed editable (a Java
+# runtime comes with mkg-core[local]; uv installs them, after pip installs uv: the same packages from
+# the same metadata, several times faster), and the pinned Neo4j's jars from Maven Central.
 
 PYTHON ?= python3
 VENV := .venv
@@ -29,7 +30,8 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml providers/*/pyproject.toml harnesses/*/pyproject.toml import/sales_agent/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check $(PACKAGES)
+	$(BIN)/python -m pip install -q --disable-pip-version-check 'uv>=0.5,<1'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python $(PACKAGES)
 	touch $@
 
 # The pinned Neo4j's jars for the tests' servers (checked against mkg_core/localdb/neo4j.lock.json).

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from mkg_core.testing import fresh_venv, uv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,14 +33,12 @@ def plugin_names(venv: Path, **extra: str) -> list[str]:
 
 def test_install_list_filter_and_uninstall_a_harness(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    sh(sys.executable, "-m", "venv", str(venv))
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    sh(*pip, "-e", str(ROOT), "-e", str(ROOT / "harnesses" / "mkg-claude"))
+    fresh_venv(venv, "-e", str(ROOT), "-e", str(ROOT / "harnesses" / "mkg-claude"))
 
     assert plugin_names(venv) == ["claude", "mkg_core.builtin.core"]
     assert plugin_names(venv, MKG_DISABLE_PLUGINS="claude") == ["mkg_core.builtin.core"]
     assert plugin_names(venv, MKG_LOAD_PLUGINS="") == ["mkg_core.builtin.core"]
     assert plugin_names(venv, MKG_LOAD_PLUGINS="mkg-claude") == ["claude", "mkg_core.builtin.core"]
 
-    sh(str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q", "mkg-claude")
+    uv("pip", "uninstall", "-q", "--python", str(venv / "bin" / "python"), "mkg-claude")
     assert plugin_names(venv) == ["mkg_core.builtin.core"]

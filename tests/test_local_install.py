@@ -5,15 +5,14 @@ Claude Code session whose prompt gets a recalled learning."""
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from mkg_core.localdb import LocalNeo4j
-from mkg_core.testing import neo4j_jar_cache, npm_tool
+from mkg_core.testing import fresh_venv, neo4j_jar_cache, npm_tool, uv
 from mkg_core.testing.fakemodels import FakeAnthropic
 
 pytestmark = [pytest.mark.install, pytest.mark.e2e]
@@ -21,6 +20,9 @@ pytestmark = [pytest.mark.install, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 PACKAGES = (ROOT, ROOT / "harnesses" / "mkg-claude", ROOT / "import" / "sales_agent")
+NOT_SOURCES = shutil.ignore_patterns(
+    ".*", "build", "dist", "*.egg-info", "__pycache__", "node_modules", "harnesses", "providers", "import"
+)
 #: A seeded RoadFlex learning, and a prompt it answers.
 RECALLED = "Renewal risk means a renewal within 90 days"
 PROMPT = "What counts as renewal risk for one of our accounts?"
@@ -36,20 +38,16 @@ def _run(
     return result.stdout
 
 
-def test_pip_install_setup_local_doctor_demo_and_a_claude_session(tmp_path: Path) -> None:
+def test_wheels_install_setup_local_doctor_demo_and_a_claude_session(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
-    pip_env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), *map(str, PACKAGES)],
-        pip_env,
-    )
+    for package in PACKAGES:  # built from copies: a build leaves files where it runs
+        source = shutil.copytree(package, tmp_path / "src" / package.name, ignore=NOT_SOURCES)
+        uv("build", "-q", "--wheel", "--out-dir", str(wheels), str(source))
     built = sorted(p.name for p in wheels.glob("*.whl"))
     assert [name.split("-")[0] for name in built] == ["mkg_claude", "mkg_core", "mkg_sales_agent"], built
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)])
     core = next(wheels.glob("mkg_core-*.whl"))
-    others = [str(p) for p in wheels.glob("*.whl") if p != core]
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{core}[local]", *others], pip_env)
+    fresh_venv(venv, f"{core}[local]", *(str(p) for p in wheels.glob("*.whl") if p != core))
 
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()

@@ -8,14 +8,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mkg_core.graph import Graph
-from mkg_core.testing import CaptureRig, Neo4jServer, mcp_call, mcp_server, mcp_session
+from mkg_core.testing import CaptureRig, Neo4jServer, fresh_venv, mcp_call, mcp_server, mcp_session
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "writing-a-provider.md"
@@ -47,12 +46,9 @@ def test_the_example_builds_installs_and_works(
     tmp_path: Path, capture: CaptureRig, graph: Graph, neo4j_server: Neo4jServer
 ) -> None:
     venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", str(venv))
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    _run(*pip, "-e", str(ROOT))
     source = tmp_path / "mkg-glossary"  # built from a copy: the build leaves files where it runs
     shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
-    _run(*pip, str(source))  # built into a wheel and installed, as a user would
+    fresh_venv(venv, "-e", str(ROOT), str(source))  # the example built into a wheel, as a user would
     env = {**capture.env, "MKG_PROJECT_ID": PROJECT}
 
     rows = {

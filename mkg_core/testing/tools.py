@@ -92,6 +92,32 @@ def pip_tool(spec: str, folder: str) -> Path:
     return root / "bin"
 
 
+def uv(*args: str, env: Mapping[str, str] | None = None, timeout: float = 900) -> str:
+    """Run uv (a dev dependency) with its package cache in ``<repo>/.cache/uv``, which outlives the
+    throw-away HOME of a test; returns its output, or fails the test with what uv said. Tests that
+    install packages into fresh environments use it: it installs what pip would from the same
+    metadata, from one cache shared by every test and run."""
+    from uv import find_uv_bin
+
+    environ = {**(env if env is not None else os.environ), "UV_CACHE_DIR": str(REPO_ROOT / ".cache" / "uv")}
+    result = subprocess.run(
+        [find_uv_bin(), *args], env=environ, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"uv {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+def fresh_venv(path: Path, *requirements: str, env: Mapping[str, str] | None = None) -> Path:
+    """A new virtual environment at ``path`` (this interpreter's Python, no pip) with
+    ``requirements`` installed: install arguments such as a path, ``-e path`` or ``wheel[extra]``.
+    Returns its ``bin`` folder."""
+    uv("venv", "-q", "--python", sys.executable, str(path), env=env)
+    if requirements:
+        uv("pip", "install", "-q", "--python", str(path / "bin" / "python"), *requirements, env=env)
+    return path / "bin"
+
+
 @contextlib.contextmanager
 def _cache_lock(folder: str) -> Iterator[None]:
     """One installer at a time per ``.cache`` folder, across processes (parallel test workers,
