@@ -191,7 +191,7 @@ def test_events_wait_in_the_spool_while_neo4j_is_down(
 
 
 def test_worker_killed_mid_drain_loses_and_duplicates_nothing(capture: CaptureRig, graph: Graph) -> None:
-    total = 1500
+    total = 600
     for index in range(total):
         payload = _payload(CLAUDE, "PostToolUse", session_id=f"s{index % 3}", tool_use_id=f"t{index}")
         _spool_fast(capture, "claude", "PostToolUse", payload)
