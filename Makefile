@@ -56,11 +56,13 @@ lint: venv
 type: venv
 	$(BIN)/mypy $(TYPED)
 
-# What the tests install once into .cache/ (neocarta's own environment), fetched while the
-# launcher builds and the checks run, so the tests do not wait for it.
+# What the tests install once into .cache/ (the npm CLIs they drive, neocarta's own environment),
+# fetched while the launcher builds and the checks run, so the tests do not wait for it.
 prefetch: venv
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -c "from mkg_core.testing import pip_tool; \
-	from mkg_neocarta.locate import TESTED_SPEC, TESTED_FOLDER; pip_tool(TESTED_SPEC, TESTED_FOLDER)"
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -c "from mkg_core.testing import pip_tool, prefetch_npm_tools; \
+	from mkg_neocarta.locate import TESTED_SPEC, TESTED_FOLDER; import threading; \
+	npm = threading.Thread(target=prefetch_npm_tools); npm.start(); \
+	pip_tool(TESTED_SPEC, TESTED_FOLDER); npm.join()"
 
 # Parallel test workers (pytest-xdist), each with its own throw-away Neo4j; 0 runs them in one process.
 TEST_WORKERS ?= 2

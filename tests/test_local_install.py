@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from mkg_core.localdb import LocalNeo4j
-from mkg_core.testing import fresh_venv, neo4j_jar_cache, npm_tool, uv
+from mkg_core.testing import NPM_TOOLS, fresh_venv, neo4j_jar_cache, uv
 from mkg_core.testing.fakemodels import FakeAnthropic
 
 pytestmark = [pytest.mark.install, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[1]
-CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 PACKAGES = (ROOT, ROOT / "harnesses" / "mkg-claude", ROOT / "import" / "sales_agent")
 NOT_SOURCES = shutil.ignore_patterns(
     ".*", "build", "dist", "*.egg-info", "__pycache__", "node_modules", "harnesses", "providers", "import"
@@ -53,7 +52,7 @@ def test_wheels_install_setup_local_doctor_demo_and_a_claude_session(tmp_path: P
     home.mkdir()
     work.mkdir()
     fake = FakeAnthropic()
-    claude = npm_tool(CLAUDE_CODE, "claude-code-2.1.197", "node_modules/.bin/claude")
+    claude = NPM_TOOLS["claude"].path()
     env = {
         "HOME": str(home),
         "PATH": f"{venv / 'bin'}:/usr/bin:/bin",  # /usr/bin/java is Java 17: too old, passed over

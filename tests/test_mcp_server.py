@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from mkg_core.graph import Graph
-from mkg_core.testing import BIN_DIR, Neo4jServer, free_port, mcp_call, mcp_server, mcp_session, npm_tool
+from mkg_core.testing import BIN_DIR, NPM_TOOLS, Neo4jServer, free_port, mcp_call, mcp_server, mcp_session
 from mkg_core.testing.fakellm import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -390,16 +390,8 @@ def test_streamable_http_transport(env: dict[str, str]) -> None:
     assert f"Authorization: Bearer {token}" in log  # the token is shown to the user who started it
 
 
-INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"  # the newest that runs on Node 20
-
-
-def _inspector() -> Path:
-    """The MCP Inspector from npm, installed once into .cache/ (git-ignored)."""
-    return npm_tool(INSPECTOR, "mcp-inspector", "node_modules/.bin/mcp-inspector")
-
-
 def test_the_mcp_inspector_cli_as_an_outside_client(env: dict[str, str], graph: Graph) -> None:
-    inspector = _inspector()
+    inspector = NPM_TOOLS["inspector"].path()
     server = str(BIN_DIR / "meta-knowledge-graph")
 
     def inspect(*args: str) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from .neo4j import (
 )
 from .paths import BIN_DIR, REPO_ROOT, TEST_PASSWORD, neo4j_jar_cache
 from .tools import (
+    NPM_TOOLS,
     check_golden_payload,
     cpu_burners,
     first_model_request,
@@ -49,6 +50,7 @@ from .tools import (
     mcp_session,
     npm_tool,
     pip_tool,
+    prefetch_npm_tools,
     uv,
 )
 
@@ -56,6 +58,7 @@ __all__ = [
     "ANSWER_DEADLINES",
     "BIN_DIR",
     "CORE_SCHEMA",
+    "NPM_TOOLS",
     "REPO_ROOT",
     "TEST_PASSWORD",
     "CaptureRig",
@@ -74,6 +77,7 @@ __all__ = [
     "neo4j_jar_cache",
     "npm_tool",
     "pip_tool",
+    "prefetch_npm_tools",
     "quote_name",
     "reset_database",
     "scratch_neo4j",

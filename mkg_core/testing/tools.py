@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,45 @@ def first_model_request(bodies: list[str], marker: str) -> str:
 
 #: How many times an npm install is tried before the test that needs it fails.
 NPM_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class NpmTool:
+    """A command from a pinned npm package, installed by :func:`npm_tool` into ``.cache/<folder>``."""
+
+    spec: str
+    folder: str
+    binary: str
+    #: Options for npm (``--ignore-scripts`` skips optional native builds a headless run does not need).
+    options: tuple[str, ...] = ()
+
+    def path(self) -> Path:
+        """The command, installed first if it is not there yet."""
+        return npm_tool(self.spec, self.folder, self.binary, *self.options)
+
+
+#: The CLIs the tests drive, pinned. ``make prefetch`` installs them (:func:`prefetch_npm_tools`)
+#: while the checks run, so no test waits for npm.
+NPM_TOOLS = {
+    "claude": NpmTool("@anthropic-ai/claude-code@2.1.197", "claude-code-2.1.197", "node_modules/.bin/claude"),
+    "codex": NpmTool("@openai/codex@0.171.0", "codex-0.171.0", "node_modules/.bin/codex"),
+    "gemini": NpmTool(
+        "@google/gemini-cli@0.61.0", "gemini-cli-0.61.0", "node_modules/.bin/gemini", ("--ignore-scripts",)
+    ),
+    # The newest Inspector that runs on Node 20.
+    "inspector": NpmTool(
+        "@modelcontextprotocol/inspector@0.15.0", "mcp-inspector", "node_modules/.bin/mcp-inspector"
+    ),
+}
+
+
+def prefetch_npm_tools() -> list[Path]:
+    """Install every tool of :data:`NPM_TOOLS` that is not cached yet, several at once (npm mostly
+    waits on the network); returns their commands."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(NPM_TOOLS)) as pool:
+        return list(pool.map(NpmTool.path, NPM_TOOLS.values()))
 
 
 def npm_tool(spec: str, folder: str, binary: str, *options: str) -> Path:

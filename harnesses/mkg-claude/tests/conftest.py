@@ -15,15 +15,13 @@ from typing import Any
 
 import pytest
 
-from mkg_core.testing import BIN_DIR, npm_tool
+from mkg_core.testing import BIN_DIR, NPM_TOOLS
 from mkg_core.testing.fakemodels import FakeAnthropic
-
-CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 
 
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
-    return npm_tool(CLAUDE_CODE, "claude-code-2.1.197", "node_modules/.bin/claude")
+    return NPM_TOOLS["claude"].path()
 
 
 def _claude_env(

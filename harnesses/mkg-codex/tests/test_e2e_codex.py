@@ -16,12 +16,11 @@ import pytest
 
 from mkg_core.graph import Graph
 from mkg_core.identity import resolve_project
-from mkg_core.testing import BIN_DIR, CaptureRig, cpu_burners, first_model_request, npm_tool
+from mkg_core.testing import BIN_DIR, NPM_TOOLS, CaptureRig, cpu_burners, first_model_request
 from mkg_core.testing.fakemodels import FakeResponses
 
 pytestmark = pytest.mark.e2e
 
-CODEX = "@openai/codex@0.171.0"
 SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
 SAVE_SAID = "I will keep the deploy day in project memory."
@@ -36,7 +35,7 @@ EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop
 
 @pytest.fixture(scope="session")
 def codex_bin() -> Path:
-    return npm_tool(CODEX, "codex-0.171.0", "node_modules/.bin/codex")
+    return NPM_TOOLS["codex"].path()
 
 
 def _env(capture: CaptureRig, fake: FakeResponses, home: Path, codex: Path) -> dict[str, str]:

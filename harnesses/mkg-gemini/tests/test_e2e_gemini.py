@@ -16,12 +16,11 @@ import pytest
 
 from mkg_core.graph import Graph
 from mkg_core.identity import resolve_project
-from mkg_core.testing import BIN_DIR, CaptureRig, first_model_request, npm_tool
+from mkg_core.testing import BIN_DIR, NPM_TOOLS, CaptureRig, first_model_request
 from mkg_core.testing.fakemodels import FakeGemini
 
 pytestmark = pytest.mark.e2e
 
-GEMINI_CLI = "@google/gemini-cli@0.61.0"
 ADD_LEARNING = "mcp_meta-knowledge-graph_project_add_learning"
 SEEDED = "The staging cluster is called bluefin-staging."
 NEW = "The team deploys to production on Fridays."
@@ -31,7 +30,7 @@ EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop
 
 @pytest.fixture(scope="session")
 def gemini_bin() -> Path:
-    return npm_tool(GEMINI_CLI, "gemini-cli-0.61.0", "node_modules/.bin/gemini", "--ignore-scripts")
+    return NPM_TOOLS["gemini"].path()
 
 
 def _env(capture: CaptureRig, fake: FakeGemini, home: Path, gemini: Path) -> dict[str, str]:
