@@ -3,10 +3,12 @@ grows from 1k learnings to 1M spread over 100 projects.
 
 The learnings are synthetic and deterministic (seeded): 8 to 16 words each, drawn from a
 Zipf-distributed vocabulary of pseudo-words, so common words are shared by every project as they are
-in real memory. Each project has one owner; 80% of its learnings are project-scoped, 20% are the
-owner's user facts. Each of a project's sessions made 20 of its learnings (``FROM_SESSION``).
-Embeddings are the feature-hashed word vectors the fake LLM server serves
-(``mkg_core.testing.fakellm.hashed_vector``), computed in process, so the figures are the graph's own cost.
+in real memory; every other one ends "with <Name>", one of its project's 4 people (capitalised
+pseudo-words, which the linker reads as names). Each project has one owner; 80% of its learnings
+are project-scoped, 20% are the owner's user facts. Each of a project's sessions made 20 of its
+learnings (``FROM_SESSION``). Embeddings are the feature-hashed word vectors the fake LLM server
+serves (``mkg_core.testing.fakellm.hashed_vector``), computed in process, so the figures are the
+graph's own cost.
 
 For each size, in one growing database:
 
@@ -21,7 +23,11 @@ For each size, in one growing database:
    context (``+graph+session``, recall's default), and hybrid with the graph branch alone. A
    question is 4 words of one project-scoped learning plus 2 random vocabulary words, asked in that
    learning's project by its owner. Reported: p50/p95 latency and how often the learning asked
-   about is in the top 5 and top 10 (``found@5``, ``found@10``);
+   about is in the top 5 and top 10 (``found@5``, ``found@10``). The default is also asked
+   questions that name a person (``hybrid+graph+session, named``: 3 words of a learning that names
+   one, a random word and the name), which the graph branch's named ranking answers (the memory
+   about that person ordered by the rest of the question), and the same questions without that
+   ranking (``... without the named ranking``);
 4. for 30 of those questions, how much of the exact 10 nearest learnings of the project (cosine over
    all of them) the filtered vector index returns when asked for 10, and when asked for as many as
    recall asks for (``vector_top10_agreement``).
@@ -88,6 +94,8 @@ CALL (l) {
 """
 #: How many learnings each session made.
 SESSION_SIZE = 20
+#: The people each project's learnings name.
+PEOPLE = 4
 
 
 class Hashed(Embedder):
@@ -127,6 +135,8 @@ class Corpus:
         self.cumulative = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(self.words))))
         self.projects = projects
         self.embedder = Hashed(dims)
+        names = vocabulary(random.Random(f"{SEED}:people"))[: projects * PEOPLE]
+        self.people = [name.capitalize() for name in names]
 
     def project(self, i: int) -> str:
         return f"scale-project-{i % self.projects:03d}"
@@ -137,7 +147,14 @@ class Corpus:
     def text(self, i: int) -> str:
         rng = random.Random(f"{SEED}:{i}")
         words = rng.choices(self.words, cum_weights=self.cumulative, k=rng.randint(8, 16))
-        return " ".join(words)
+        person = self.person(i)
+        return " ".join(words) + (f" with {person}" if person else "")
+
+    def person(self, i: int) -> str | None:
+        """Whom learning ``i`` names: every other learning names one of its project's people."""
+        if i % 2 == 0:
+            return None
+        return self.people[(i % self.projects) * PEOPLE + (i // self.projects) % PEOPLE]
 
     def rows(self, start: int, end: int) -> list[dict[str, Any]]:
         texts = [self.text(i) for i in range(start, end)]
@@ -156,14 +173,21 @@ class Corpus:
             for i, text, vector in zip(range(start, end), texts, vectors, strict=True)
         ]
 
-    def question(self, rng: random.Random, size: int) -> tuple[str, int]:
+    def question(self, rng: random.Random, size: int, named: bool = False) -> tuple[str, int]:
         """A question about one project-scoped learning among the first ``size``: 4 of its words
-        and 2 random ones."""
+        and 2 random ones; when ``named``, about one that names a person: 3 of its words, a random
+        one and the name."""
         target = rng.randrange(size)
-        while target % 5 == 4:
+        while target % 5 == 4 or (named and self.person(target) is None):
             target = rng.randrange(size)
-        own = self.text(target).split()
-        words = rng.sample(own, min(4, len(own))) + [self.words[rng.randrange(len(self.words))] for _ in "ab"]
+        person = self.person(target)
+        own = [word for word in self.text(target).split() if word not in ("with", person)]
+        if named and person:
+            words = [*rng.sample(own, min(3, len(own))), self.words[rng.randrange(len(self.words))], person]
+        else:
+            words = rng.sample(own, min(4, len(own))) + [
+                self.words[rng.randrange(len(self.words))] for _ in "ab"
+            ]
         rng.shuffle(words)
         return " ".join(words), target
 
@@ -205,12 +229,14 @@ def link_entities(graph: Graph, corpus: Corpus, start: int, end: int) -> float:
     return (end - start) / max(time.perf_counter() - began, 1e-9)
 
 
-def ask(graph: Graph, corpus: Corpus, size: int, queries: int, options: dict[str, Any]) -> dict[str, Any]:
+def ask(
+    graph: Graph, corpus: Corpus, size: int, queries: int, options: dict[str, Any], named: bool = False
+) -> dict[str, Any]:
     rng = random.Random(f"{SEED}:questions:{size}")
     latency: list[float] = []
     found = {5: 0, 10: 0}
     for _ in range(queries):
-        text, target = corpus.question(rng, size)
+        text, target = corpus.question(rng, size, named)
         began = time.perf_counter()
         hits = search_learnings(
             graph,
@@ -294,6 +320,11 @@ def main(argv: list[str] | None = None) -> int:
         "hybrid+graph": {**hybrid, "use_sessions": False},
         "hybrid+graph+session": hybrid,
     }
+    #: Asked questions that name a person, with the graph branch's named ranking (the default) and
+    #: without it.
+    named = {"hybrid+graph+session, named", "... without the named ranking"}
+    modes["hybrid+graph+session, named"] = hybrid
+    modes["... without the named ranking"] = {**hybrid, "use_named": False}
     print(
         f"{machine()}, {args.projects} projects, {args.dims}-dim hashed embeddings",
         file=sys.stderr,
@@ -330,8 +361,9 @@ def main(argv: list[str] | None = None) -> int:
                     "entities": entities,
                 }
                 for mode, options in modes.items():
-                    ask(graph, corpus, size, min(20, args.queries), options)  # warm the plans and cache
-                    row[mode] = ask(graph, corpus, size, args.queries, options)
+                    asks_names = mode in named
+                    ask(graph, corpus, size, min(20, args.queries), options, asks_names)  # warm plans, cache
+                    row[mode] = ask(graph, corpus, size, args.queries, options, asks_names)
                 row["vector_top10_agreement"] = vector_agreement(graph, corpus, size, 30)
                 results["sizes"][str(size)] = row
                 print(
@@ -341,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in modes:
                     m = row[mode]
                     print(
-                        f"  {mode:22} p50 {m['p50_ms']:7.1f} ms  p95 {m['p95_ms']:7.1f} ms  "
+                        f"  {mode:29} p50 {m['p50_ms']:7.1f} ms  p95 {m['p95_ms']:7.1f} ms  "
                         f"found@5 {m['found@5']:.3f}  found@10 {m['found@10']:.3f}"
                     )
                 agreement = row["vector_top10_agreement"]

@@ -186,9 +186,9 @@ YIELD node, score
 #: in about the same time (docs/benchmarks.md, "Scale").
 VECTOR_SEARCH_FACTOR = 10
 
-#: Project and user learnings nearest the vector, filtered inside the index (``SEARCH``).
-VECTOR_LEARNINGS = (
-    """
+#: Project and user learnings nearest ``$vector``, filtered inside the index (``SEARCH``): ``node``
+#: and its ``score``.
+_NEAREST = """
 CALL () {
   MATCH (node:Learning)
     SEARCH node IN (VECTOR INDEX project_learning_vector FOR $vector
@@ -202,10 +202,10 @@ CALL () {
       LIMIT $search_limit) SCORE AS score
   RETURN node, score
 }
-WITH node, score
 """
-    + _LIVE_AND_UNSEEN
-)
+
+#: Project and user learnings nearest the vector.
+VECTOR_LEARNINGS = _NEAREST + "WITH node, score\n" + _LIVE_AND_UNSEEN
 
 #: Learnings made within the time windows the prompt names (see :mod:`mkg_core.timeframes`), most
 #: similar to the prompt first. Only live memory has an embedding.
@@ -221,20 +221,36 @@ WITH node, vector.similarity.cosine(node.embedding, $vector) AS score
 )
 
 
+#: The latest learnings about each entity ``e`` that this recall may see (``node``).
+_ABOUT_EACH = (
+    "CALL (e) {\n  MATCH (e)<-[:ABOUT]-(node:Learning)"
+    + VISIBLE
+    + "  RETURN node ORDER BY node.created_at DESC LIMIT $per_entity\n}\n"
+)
+
+
 def _graph_learnings(hops: int) -> str:
     """The graph branch's query (see :mod:`mkg_core.entities.walk`): seeds, an optional second hop,
     then the learnings of each entity that this recall may see, spread and floored."""
-    items = (
-        "CALL (e) {\n  MATCH (e)<-[:ABOUT]-(node:Learning)"
-        + VISIBLE
-        + "  RETURN node ORDER BY node.created_at DESC LIMIT $per_entity\n}\n"
-    )
-    return walk.SEEDS + (walk.EXPAND if hops > 1 else "") + items + walk.SPREAD + _ROWS
+    return walk.SEEDS + (walk.EXPAND if hops > 1 else "") + _ABOUT_EACH + walk.SPREAD + _ROWS
 
 
 #: The graph branch, one hop (entities to the learnings about them) and two (through co-occurring
 #: entities first).
 GRAPH_LEARNINGS = {1: _graph_learnings(1), 2: _graph_learnings(2)}
+
+#: The graph branch's named ranking (see :mod:`mkg_core.entities.walk`): the learnings nearest the
+#: prompt without its names (``$vector``) that are about one of the things it names, under the floor.
+#: The index finds the nearest among all of the project's and the user's memory; the memory of a
+#: name every item carries is too much to compare one by one, and what is about a rarer name ranks
+#: high in the walk already.
+NAMED_LEARNINGS = (
+    walk.NAMED_SEEDS
+    + _NEAREST
+    + "WITH node, score WHERE score >= $floor AND EXISTS { (node)-[:ABOUT]->(e) WHERE e IN named }\n"
+    + "WITH node, score\n"
+    + _LIVE_AND_UNSEEN
+)
 
 #: Reciprocal rank fusion constant. The textbook 60 flattens the head of each ranking; a small
 #: constant keeps each branch's first hits on top (measured on LoCoMo, see docs/benchmarks.md).
@@ -242,8 +258,9 @@ RRF_K = 3
 #: Branch weights in the fusion (1 when not listed). A date the prompt names is a strong hint: on
 #: LoCoMo's dated questions the memory of that day is usually what was asked about. The graph
 #: branch promotes memory about the entities the prompt names; at weight 1 it cost R@10 and MRR on
-#: LoCoMo's dev split, at 0.5 it adds to R@5 and R@10 (docs/benchmarks.md).
-RRF_WEIGHTS = {"time": 2.0, "graph": 0.5}
+#: LoCoMo's dev split, at 0.5 it adds to R@5 and R@10; its named ranking, at 0.5 to 1.5 within a
+#: few questions of each other there, is weighted 1 (docs/benchmarks.md, "The named ranking").
+RRF_WEIGHTS = {"time": 2.0, "graph": 0.5, "named": 1.0}
 
 
 #: Memory made in one session is context for each other: each fused candidate passes this share of
@@ -271,8 +288,8 @@ class Recalled:
     scope: str
     confidence: float
     score: float
-    #: The retrieval branches that found it: ``fulltext``, ``vector``, ``time``, ``graph``; and
-    #: ``session`` when memory of its session among the candidates promoted it.
+    #: The retrieval branches that found it: ``fulltext``, ``vector``, ``time``, ``graph``,
+    #: ``named``; and ``session`` when memory of its session among the candidates promoted it.
     sources: tuple[str, ...] = ("fulltext",)
     created_at: Any = None
 
@@ -293,22 +310,25 @@ def search_learnings(
     use_graph: bool = True,
     graph_hops: int = 1,
     use_sessions: bool = True,
+    use_named: bool = True,
 ) -> list[Recalled]:
     """The learnings most relevant to ``text``, best first.
 
     Fulltext always: only words of the text reach the index (see :func:`keyword_query`), and a hit
     scoring under ``min_score`` times the best one is dropped (BM25 scores do not compare across
     queries). With an ``embedder``, also the vector index, keeping hits whose cosine similarity is
-    at least ``min_similarity``. When the text names dates (see :mod:`mkg_core.timeframes`), a
-    third ranking holds the learnings made in those windows that pass the same floors: the
-    fulltext hits made then fused with the ones most similar to the text made then. The graph
-    branch (:mod:`mkg_core.entities.walk`) ranks the learnings about the entities the text names,
-    under the same similarity floor. The rankings are fused by weighted reciprocal rank fusion, and
-    candidates made in the same session as each other pass a share of their scores to each other
-    (:func:`in_session_context`). If the vector search fails (no index, the embedder is down) the
-    other branches answer. ``use_fulltext``, ``use_vector`` and ``use_graph`` leave a branch out and
-    ``use_sessions=False`` the session context (for comparisons); ``graph_hops=2`` lets the walk pass
-    through co-occurring entities.
+    at least ``min_similarity``. When the text names dates (see :mod:`mkg_core.timeframes`), a third
+    ranking holds the learnings made in those windows that pass the same floors: the fulltext hits
+    made then fused with the ones most similar to the text made then. The graph branch
+    (:mod:`mkg_core.entities.walk`) ranks the learnings about the entities the text names, under the
+    same similarity floor, and with an embedder also ranks (as ``named``) those about the things it
+    names by key or alias by their similarity to the text without those names. The rankings are
+    fused by weighted reciprocal rank fusion, and candidates made in the same session as each other
+    pass a share of their scores to each other (:func:`in_session_context`). If the vector search
+    fails (no index, the embedder is down) the other branches answer. ``use_fulltext``,
+    ``use_vector`` and ``use_graph`` leave a branch out, ``use_named=False`` the graph branch's
+    named ranking and ``use_sessions=False`` the session context (for comparisons); ``graph_hops=2``
+    lets the walk pass through co-occurring entities.
     """
     candidates = max(limit * 3, 20)
     params: dict[str, Any] = {
@@ -329,7 +349,11 @@ def search_learnings(
             rankings["fulltext"] = [row for row in rows if float(row["score"]) >= min_score * best]
     probes = walk.probes(text, project_id=project_id, user_id=user_id) if use_graph else None
     names = probes.probe_names if probes is not None and embedder is not None else []
-    (vector,) = embed_or_none(embedder, [text[-8000:]]) if text.strip() else [None]
+    naming = probes is not None and embedder is not None and use_named
+    unnamed = probes.unnamed(text[-8000:]) if probes is not None and naming else None
+    texts = [text[-8000:], *([unnamed] if unnamed else [])]
+    vector, *rest = embed_or_none(embedder, texts) if text.strip() else [None]
+    unnamed_vector = rest[0] if rest else None
     # The names the walk looks up by similarity, apart: a batch is padded to its longest text.
     named = dict(zip(names, embed_or_none(embedder, names), strict=True)) if vector is not None else {}
     # The index scores (1 + cosine) / 2, and so does vector.similarity.cosine; the floor is a cosine.
@@ -347,6 +371,9 @@ def search_learnings(
             "floor": floor,
         }
         rankings["graph"] = _walk(graph, GRAPH_LEARNINGS[2 if graph_hops > 1 else 1], walked)
+        if unnamed_vector is not None and probes.named_keys:
+            named_params = {**params, **probes.named_parameters(), "vector": unnamed_vector, "floor": floor}
+            rankings["named"] = _read_or_nothing(graph, NAMED_LEARNINGS, named_params)
     windows = named_windows(text) if use_fulltext or use_vector else []
     if windows:
         rankings["time"] = _in_windows(graph, windows, vector, floor, params, rankings.get("fulltext", []))

@@ -16,6 +16,7 @@ from mkg_core.entities.model import Mention, kind_of, normalise, numbers_agree, 
 from mkg_core.entities.read import neighbourhood, top_entities
 from mkg_core.entities.resolution import merges, unmerge
 from mkg_core.entities.store import Linked, link
+from mkg_core.entities.walk import probes
 from mkg_core.graph import Graph
 from mkg_core.schema import apply_schema, core_statements
 from mkg_core.search import search_learnings
@@ -279,6 +280,63 @@ def test_the_walk_follows_entities_and_weighs_the_specific_over_the_hub(schema: 
     # STRIPE_API_URL names two learnings, payments four: the specific entity ranks its memory first
     assert set(found[:2]) == {"script", "vault"} and "other" not in found
     assert _graph_only(graph, "nothing we know about here at all") == []
+
+
+class _Words(Embedder):
+    """Vectors from word stems, of the same length as the stored ones: shared words, nearby vectors."""
+
+    name = "words"
+    dimensions = 64
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [hashed_vector(text, self.dimensions) for text in texts]
+
+
+def test_the_prompt_without_its_names_is_what_orders_their_memory() -> None:
+    found = probes("What does Melanie's brother think of billing/deploy.sh?", project_id=PROJECT, user_id=ANA)
+    assert found is not None and found.named_keys == ["billing/deploy.sh", "melanie"]
+    assert (
+        found.unnamed("What does Melanie's brother think of billing/deploy.sh?")
+        == "What does brother think of ?"
+    )
+    only_names = probes("Melanie and billing/deploy.sh", project_id=PROJECT, user_id=ANA)
+    assert only_names is not None and only_names.unnamed("Melanie and billing/deploy.sh") is None
+    concepts = probes("what about the pottery class", project_id=PROJECT, user_id=ANA)
+    assert (
+        concepts is not None
+        and concepts.named_keys == []
+        and concepts.unnamed("what about the pottery class") is None
+    )
+
+
+def test_the_named_ranking_orders_a_names_memory_by_what_the_prompt_asks(schema: Graph) -> None:
+    """The memory about a name every item carries, ordered by the rest of the prompt: the learning
+    that answers comes first, not the one that repeats the name; memory not about the name, or
+    another user's, never comes through it."""
+    graph = schema
+    texts = {
+        "echo": "Melanie told Melanie's friend that Melanie would call Melanie's mother.",
+        "office": "Melanie went to the office on Monday.",
+        "answer": "Melanie finds pottery relaxing after work.",
+        "not-about": "Caroline finds pottery relaxing after work.",
+    }
+    for lid, text in texts.items():
+        _learning(graph, lid, text, scope="user")
+    _learning(graph, "bens", "Melanie finds pottery relaxing after work.", scope="user", user=BEN)
+    _link(graph, [_linked(lid, text, "user") for lid, text in texts.items()])
+    _link(graph, [_linked("bens", "Melanie finds pottery relaxing after work.", "user", BEN)])
+    hits = search_learnings(
+        graph, "What does Melanie find relaxing?", project_id=PROJECT, user_id=ANA, session_id=None,
+        limit=10, min_score=0.3, embedder=_Words(), use_fulltext=False, use_vector=False,
+    )  # fmt: skip
+    named = [hit.id for hit in hits if "named" in hit.sources]
+    assert named[:1] == ["answer"] and hits[0].id == "answer"
+    assert "not-about" not in named and "bens" not in [hit.id for hit in hits]
+    without = search_learnings(
+        graph, "What does Melanie find relaxing?", project_id=PROJECT, user_id=ANA, session_id=None,
+        limit=10, min_score=0.3, embedder=_Words(), use_fulltext=False, use_vector=False, use_named=False,
+    )  # fmt: skip
+    assert without and all("named" not in hit.sources for hit in without)
 
 
 def test_the_walk_never_reaches_another_users_facts_or_another_project(schema: Graph) -> None:

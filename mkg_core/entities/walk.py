@@ -14,18 +14,27 @@
    :data:`POOL` learnings then pass the recall's similarity floor when there is a prompt vector,
    so the branch never brings in memory unrelated to the prompt.
 
-The ranking is fused with the fulltext, vector and date rankings in :func:`mkg_core.search.rrf`;
+The branch has a second ranking, **named**: the memory about the things the prompt names by key or
+alias (a person, a file, a service: every kind but a concept), ordered by its similarity to the
+prompt with those names taken out (:meth:`Probes.unnamed`): the nearest learnings to that in the
+vector index, kept when they are about one of the names. The names pick the memory; what the
+prompt asks about them orders it. A name every item carries (the user's own) leaves the walk's
+scores tied, and an embedding of the whole prompt is pulled toward the memory that repeats its
+names rather than toward what it asks.
+
+The rankings are fused with the fulltext, vector and date rankings in :func:`mkg_core.search.rrf`;
 the query that runs it is composed in :mod:`mkg_core.search`, which owns what a recall may see.
 Parameters were chosen on the LoCoMo dev split (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from .linker import link_text
-from .model import CODE_KINDS, Mention, namespace
+from .model import CODE_KINDS, KINDS, Mention, namespace
 
 MAX_PROMPT_MENTIONS = 12
 #: Mentions whose names are embedded to find entities by similarity (code artifacts match exactly).
@@ -39,11 +48,12 @@ POOL = 60
 #: The share of a seed's weight passed to a co-occurring entity on a second hop, and how many.
 DECAY = 0.5
 EXPANSION = 5
+#: Kinds of mention that name one thing; a concept describes, and stays in the unnamed prompt.
+NAMING_KINDS = frozenset(KINDS) - {"concept"}
 
-#: Entities the prompt names: by key, by alias (fulltext on ``alias_keys``, checked exactly), and
-#: by the embeddings of their names. Yields ``e`` and its ``weight``.
-SEEDS = """
-CALL () {
+#: Entities with one of ``$keys`` as their key or an alias (fulltext on ``alias_keys``, checked
+#: exactly), in ``$namespaces``; each with weight 1.
+_BY_KEY_OR_ALIAS = """
   UNWIND $keys AS key
   UNWIND $namespaces AS ns
   MATCH (e:Entity {namespace: ns, key: key})
@@ -52,7 +62,15 @@ CALL () {
   CALL db.index.fulltext.queryNodes('entity_name_fulltext', $alias_query, {limit: 50}) YIELD node AS e
   WHERE e.namespace IN $namespaces AND any(key IN $keys WHERE key IN e.alias_keys)
   RETURN e, 1.0 AS weight
-  UNION ALL
+"""
+
+#: Entities the prompt names: by key, by alias, and by the embeddings of their names. Yields ``e``
+#: and its ``weight``.
+SEEDS = (
+    """
+CALL () {"""
+    + _BY_KEY_OR_ALIAS
+    + """  UNION ALL
   UNWIND $probes AS probe
   CALL (probe) {
     MATCH (e:Entity)
@@ -67,6 +85,19 @@ WITH e, max(weight) AS weight
 ORDER BY weight DESC, e.id
 LIMIT $max_seeds
 """
+)
+
+#: The things the prompt names by key or alias (``Probes.named_keys``), for the named ranking:
+#: ``named``, a list of at most ``$max_seeds`` entities; no row when there is none.
+NAMED_SEEDS = (
+    """
+CALL () {"""
+    + _BY_KEY_OR_ALIAS
+    + """}
+WITH collect(DISTINCT e)[..$max_seeds] AS named
+WHERE size(named) > 0
+"""
+)
 
 #: The second hop: each seed passes a share of its weight to the entities it co-occurs with most.
 EXPAND = """
@@ -118,6 +149,35 @@ class Probes:
     def probe_names(self) -> list[str]:
         """The names whose embeddings find entities by similarity."""
         return [m.name for m in self.mentions if m.kind not in CODE_KINDS][:MAX_PROBES]
+
+    @property
+    def named_keys(self) -> list[str]:
+        """The keys of the mentions that name one thing (not a concept), for the named ranking."""
+        return [m.key for m in self.mentions if m.kind in NAMING_KINDS]
+
+    def unnamed(self, text: str) -> str | None:
+        """``text`` without the names of :attr:`named_keys`' mentions (and their possessive
+        ``'s``); None when it names nothing, or when no word a search would use is left
+        (:func:`mkg_core.search.keyword_query`)."""
+        from ..search import keyword_query  # the search module composes the walk's queries
+
+        names = sorted({m.name for m in self.mentions if m.kind in NAMING_KINDS}, key=len, reverse=True)
+        if not names:
+            return None
+        pattern = "|".join(re.escape(name) for name in names)
+        left = re.sub(rf"(?<!\w)(?:{pattern})(?:['\u2019]s)?(?!\w)", " ", text, flags=re.IGNORECASE)
+        left = " ".join(left.split())
+        return left if left != " ".join(text.split()) and keyword_query(left) is not None else None
+
+    def named_parameters(self) -> dict[str, Any]:
+        """The parameters of :data:`NAMED_SEEDS`."""
+        keys = self.named_keys
+        return {
+            "keys": keys,
+            "namespaces": list(self.namespaces),
+            "alias_query": alias_query(keys, self.namespaces),
+            "max_seeds": MAX_SEEDS,
+        }
 
     def parameters(self, vectors: dict[str, list[float] | None], hops: int) -> dict[str, Any]:
         keys = self.keys
