@@ -114,9 +114,10 @@ def test_add_learning_then_recall_it(env: dict[str, str], graph: Graph) -> None:
 
     context = call(env, "project_get_context", query="how do we do deploying with helm charts?")
     found = {item["id"]: item for item in context["learnings"]}
-    # the graph branch too: the prompt and the learning both name the command `helm charts`
+    # the graph branch too: the prompt and the learning both name `helm charts`, so its walk finds
+    # the learning, and so does its named ranking (the prompt without the name, near the learning)
     assert added["id"] in found
-    assert set(found[added["id"]]["found_by"]) == {"fulltext", "vector", "graph"}
+    assert set(found[added["id"]]["found_by"]) == {"fulltext", "vector", "graph", "named"}
     assert context["project"]["id"] == PROJECT and context["review_queue_waiting"] == 1  # the user fact
     other = call(env, "project_get_context", query="helm charts deployments", project_id="another-project")
     assert added["id"] not in {item["id"] for item in other["learnings"]}
