@@ -1,8 +1,8 @@
 """``meta-knowledge-graph``: the MCP server a harness starts, ready in milliseconds.
 
 Standard library only, like ``mkg-hook``. A full MCP server process costs about a second of CPU to
-answer ``initialize`` (the MCP SDK, pydantic and the plugins), and a harness such as Codex sends its
-first model request without waiting for it. So this command is a proxy: the server itself lives,
+answer ``initialize`` (the MCP SDK, pydantic and the plugins), and a harness such as Codex waits only
+about a second for it before its first model request. So this command is a proxy: the server itself lives,
 warm, in the per-user worker, and each harness session talks to it over the worker's private
 socket (the same ownership and peer checks as the hook's).
 

@@ -93,22 +93,25 @@ def test_codex_with_mkg_installed_remembers_across_sessions(
     with fake.running():
         (home / ".codex" / "config.toml").write_text(fake.config_toml())
         env = _env(capture, fake, home, codex_bin)
-        installed = subprocess.run(
-            [str(BIN_DIR / "mkg"), "codex", "install"], env=env, cwd=project, capture_output=True, text=True,
-            timeout=300,
-        )  # fmt: skip
-        assert installed.returncode == 0, installed.stdout + installed.stderr
-        assert "recorded trust for 9 hooks" in installed.stdout
-
+        # The worker runs before the install, as it does for a user (the install starts it): the
+        # install keeps the MCP server's first answers from it.
         capture.env = env
         capture.start_worker()
         log = Path(capture.paths.log)
         capture.wait_for(
             lambda: log.exists() and "schema applied" in log.read_text(), 120, "the worker to connect"
         )
+        installed = subprocess.run(
+            [str(BIN_DIR / "mkg"), "codex", "install"], env=env, cwd=project, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        assert "recorded trust for 9 hooks" in installed.stdout
+        assert "answered from the worker" in installed.stdout
 
-        # Five sessions while every core is busy. Codex sends its first model request without waiting
-        # for MCP servers: MKG's tools are in it because its server answers from the worker at once.
+        # Five sessions while every core is busy. Codex waits only about a second for an MCP server
+        # before its first model request: MKG's tools are in it because its server answers
+        # initialize and tools/list from the answers the install kept, without waiting for the worker.
         with cpu_burners():
             items = _run(
                 codex_bin,
