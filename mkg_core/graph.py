@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,7 +67,8 @@ class SharedBookmarks:
         from .runtime import ensure_private_dir
 
         ensure_private_dir(str(self.path.parent))
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # one temporary file per thread: the driver reports new bookmarks outside its lock
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(values, handle)

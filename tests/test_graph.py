@@ -220,6 +220,7 @@ def test_processes_share_bookmarks_on_a_routing_uri(
     in one process waits for what another process wrote (causal consistency across processes)."""
     import json
     import stat
+    from concurrent.futures import ThreadPoolExecutor
 
     from mkg_core.graph import SharedBookmarks
 
@@ -237,6 +238,12 @@ def test_processes_share_bookmarks_on_a_routing_uri(
         assert server.read("MATCH (n:Written) RETURN n.by AS by") == [{"by": "worker"}]
         server.write("CREATE (:Written {by: 'server'})")
     assert json.loads(shared.path.read_text()) != after_worker  # the newer bookmark replaced it
+    # a recall's branches read at once, on threads of one process
+    with Graph.connect(settings) as recall, ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: recall.read("RETURN 1 AS one"), range(300)))
+    assert answers == [[{"one": 1}]] * 300
+    assert json.loads(shared.path.read_text())
+    assert not list(shared.path.parent.glob(f".{shared.path.name}.*"))  # no temporary file left behind
     plain = load_settings(environ=neo4j_server.settings_env())
     with Graph.connect(plain) as single:
         assert single.bookmarks is None  # one server: nothing to share
