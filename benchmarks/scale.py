@@ -26,8 +26,9 @@ For each size, in one growing database:
    about is in the top 5 and top 10 (``found@5``, ``found@10``). The default is also asked
    questions that name a person (``hybrid+graph+session, named``: 3 words of a learning that names
    one, a random word and the name), which the graph branch's named ranking answers (the memory
-   about that person ordered by the rest of the question), and the same questions without that
-   ranking (``... without the named ranking``);
+   about that person ordered by the rest of the question), the same questions without that
+   ranking (``... without the named ranking``), and with the branches' queries run one after
+   another rather than at once (``... one query after another``);
 4. for 30 of those questions, how much of the exact 10 nearest learnings of the project (cosine over
    all of them) the filtered vector index returns when asked for 10, and when asked for as many as
    recall asks for (``vector_top10_agreement``).
@@ -320,11 +321,12 @@ def main(argv: list[str] | None = None) -> int:
         "hybrid+graph": {**hybrid, "use_sessions": False},
         "hybrid+graph+session": hybrid,
     }
-    #: Asked questions that name a person, with the graph branch's named ranking (the default) and
-    #: without it.
-    named = {"hybrid+graph+session, named", "... without the named ranking"}
+    #: Asked questions that name a person, with the graph branch's named ranking (the default),
+    #: without it, and with the branches' queries one after another (as recall ran them before).
+    named = {"hybrid+graph+session, named", "... without the named ranking", "... one query after another"}
     modes["hybrid+graph+session, named"] = hybrid
     modes["... without the named ranking"] = {**hybrid, "use_named": False}
+    modes["... one query after another"] = {**hybrid, "concurrent": False}
     print(
         f"{machine()}, {args.projects} projects, {args.dims}-dim hashed embeddings",
         file=sys.stderr,

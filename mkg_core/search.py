@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .embedding import embed_or_none
 from .entities import walk
@@ -26,6 +27,23 @@ if TYPE_CHECKING:
     from .graph import Graph
 
 log = logging.getLogger("mkg.recall")
+T = TypeVar("T")
+#: The threads the branches of a search run their queries on (a few searches at once, four queries
+#: each); the queries wait on the database, each on a connection of its own from the driver's pool.
+_QUERIES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mkg-recall")
+
+
+class _InOrder:
+    """Runs each query when it is submitted, in the calling thread (``concurrent=False``)."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
 
 STATUSES = ("approved", "candidate")
 TOKEN_RE = re.compile(r"[A-Za-z0-9]{3,}")
@@ -311,6 +329,7 @@ def search_learnings(
     graph_hops: int = 1,
     use_sessions: bool = True,
     use_named: bool = True,
+    concurrent: bool = True,
 ) -> list[Recalled]:
     """The learnings most relevant to ``text``, best first.
 
@@ -328,7 +347,8 @@ def search_learnings(
     fails (no index, the embedder is down) the other branches answer. ``use_fulltext``,
     ``use_vector`` and ``use_graph`` leave a branch out, ``use_named=False`` the graph branch's
     named ranking and ``use_sessions=False`` the session context (for comparisons); ``graph_hops=2``
-    lets the walk pass through co-occurring entities.
+    lets the walk pass through co-occurring entities. The branches' queries run at once, each on a
+    connection of its own; ``concurrent=False`` runs them one after another (for comparisons).
     """
     candidates = max(limit * 3, 20)
     params: dict[str, Any] = {
@@ -339,14 +359,18 @@ def search_learnings(
         "user_id": user_id,
         "session_id": session_id,
     }
-    rankings: dict[str, list[dict[str, Any]]] = {}
+    # The fulltext query runs while the text is embedded, the others as soon as the vectors are there.
+    queue = _QUERIES if concurrent else _InOrder()
     words = keyword_query(text) if use_fulltext else None
-    if words is not None:
-        query = scoped_query(words, project_id=project_id, user_id=user_id)
-        rows = graph.read(FULLTEXT_LEARNINGS, {**params, "query": query})
-        if rows:
-            best = max(float(row["score"]) for row in rows)
-            rankings["fulltext"] = [row for row in rows if float(row["score"]) >= min_score * best]
+    fulltext = (
+        queue.submit(
+            graph.read,
+            FULLTEXT_LEARNINGS,
+            {**params, "query": scoped_query(words, project_id=project_id, user_id=user_id)},
+        )
+        if words is not None
+        else None
+    )
     probes = walk.probes(text, project_id=project_id, user_id=user_id) if use_graph else None
     names = probes.probe_names if probes is not None and embedder is not None else []
     naming = probes is not None and embedder is not None and use_named
@@ -358,25 +382,40 @@ def search_learnings(
     named = dict(zip(names, embed_or_none(embedder, names), strict=True)) if vector is not None else {}
     # The index scores (1 + cosine) / 2, and so does vector.similarity.cosine; the floor is a cosine.
     floor = (1 + min_similarity) / 2
+    queries: dict[str, Future[list[dict[str, Any]]]] = {}
     if vector is not None and use_vector:
-        rows = _read_or_nothing(graph, VECTOR_LEARNINGS, {**params, "vector": vector})
-        rankings["vector"] = sorted(
-            (row for row in rows if float(row["score"]) >= floor), key=lambda row: -float(row["score"])
+        queries["vector"] = queue.submit(
+            _read_or_nothing, graph, VECTOR_LEARNINGS, {**params, "vector": vector}
         )
     if probes is not None:
-        walked = {
-            **params,
-            **probes.parameters(named, graph_hops),
-            "vector": vector,
-            "floor": floor,
-        }
-        rankings["graph"] = _walk(graph, GRAPH_LEARNINGS[2 if graph_hops > 1 else 1], walked)
+        walked = {**params, **probes.parameters(named, graph_hops), "vector": vector, "floor": floor}
+        queries["graph"] = queue.submit(_walk, graph, GRAPH_LEARNINGS[2 if graph_hops > 1 else 1], walked)
         if unnamed_vector is not None and probes.named_keys:
             named_params = {**params, **probes.named_parameters(), "vector": unnamed_vector, "floor": floor}
-            rankings["named"] = _read_or_nothing(graph, NAMED_LEARNINGS, named_params)
+            queries["named"] = queue.submit(_read_or_nothing, graph, NAMED_LEARNINGS, named_params)
     windows = named_windows(text) if use_fulltext or use_vector else []
+    if windows and vector is not None:
+        spans = [{"start": w.start, "end": w.end} for w in windows]
+        queries["time"] = queue.submit(
+            _read_or_nothing, graph, TEMPORAL_LEARNINGS, {**params, "vector": vector, "windows": spans}
+        )
+    rankings: dict[str, list[dict[str, Any]]] = {}
+    rows = fulltext.result() if fulltext is not None else []
+    if rows:
+        best = max(float(row["score"]) for row in rows)
+        rankings["fulltext"] = [row for row in rows if float(row["score"]) >= min_score * best]
+    answered = {branch: query.result() for branch, query in queries.items()}
+    if "vector" in answered:
+        rankings["vector"] = sorted(
+            (row for row in answered["vector"] if float(row["score"]) >= floor),
+            key=lambda row: -float(row["score"]),
+        )
+    for branch in ("graph", "named"):
+        if branch in answered:
+            rankings[branch] = answered[branch]
     if windows:
-        rankings["time"] = _in_windows(graph, windows, vector, floor, params, rankings.get("fulltext", []))
+        similar = [row for row in answered.get("time", []) if float(row["score"]) >= floor]
+        rankings["time"] = _in_windows(windows, rankings.get("fulltext", []), similar)
     fused = rrf({branch: rows for branch, rows in rankings.items() if rows})
     if use_sessions and len(fused) > 1:
         fused = in_session_context(graph, fused)
@@ -406,23 +445,13 @@ def _read_or_nothing(graph: Graph, cypher: str, params: dict[str, Any]) -> list[
 
 
 def _in_windows(
-    graph: Graph,
-    windows: list[Window],
-    vector: list[float] | None,
-    floor: float,
-    params: dict[str, Any],
-    fulltext: list[dict[str, Any]],
+    windows: list[Window], fulltext: list[dict[str, Any]], similar: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The learnings made within ``windows``: the fulltext hits made then fused with the ones most
-    similar to ``vector`` (when there is one) made then."""
+    similar to the text made then (``similar``, from :data:`TEMPORAL_LEARNINGS`)."""
     rankings = {"fulltext": [row for row in fulltext if _made_within(row.get("created_at"), windows)]}
-    if vector is not None:
-        rows = _read_or_nothing(
-            graph,
-            TEMPORAL_LEARNINGS,
-            {**params, "vector": vector, "windows": [{"start": w.start, "end": w.end} for w in windows]},
-        )
-        rankings["vector"] = [row for row in rows if float(row["score"]) >= floor]
+    if similar:
+        rankings["vector"] = similar
     return sorted(rrf(rankings), key=lambda row: -row["score"])
 
 

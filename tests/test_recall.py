@@ -480,6 +480,10 @@ def test_a_date_in_the_prompt_favours_memory_made_then(
         # Made that day, so first; the pasta of that day and the other project's memory never come.
         assert [r.id for r in found] == ["l-oct", "l-sep"]
         assert "time" in found[0].sources and "time" not in found[1].sources
+    # the branches' queries run at once; one after another they rank the same
+    hybrid = {"embedder": embedder, "min_similarity": 0.2}
+    at_once = [(r.id, r.sources, r.score) for r in search(dated, **hybrid)]
+    assert [(r.id, r.sources, r.score) for r in search(dated, **hybrid, concurrent=False)] == at_once
 
 
 @pytest.mark.parametrize("client", ["claude", "codex"])
