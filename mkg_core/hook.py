@@ -17,6 +17,7 @@ and in a project that holds a ``.mkg-disable`` file (in its folder or any parent
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import sys
@@ -102,15 +103,16 @@ def main(
 ) -> int:
     """Run one hook; ``started`` is when its deadline begins (``time.monotonic()``, default now)."""
     started = time.monotonic() if started is None else started
-    err = stderr or sys.stderr
+    # A harness may start the hook with a standard stream closed (Python then has None for it).
+    err = stderr or sys.stderr or io.StringIO()
     env = os.environ if environ is None else environ
     _steps.clear()
     _step("ready")
     try:
         _run(
             sys.argv[1:] if argv is None else argv,
-            stdin or sys.stdin.buffer,
-            stdout or sys.stdout,
+            stdin or (sys.stdin.buffer if sys.stdin is not None else io.BytesIO()),
+            stdout or sys.stdout or io.StringIO(),
             err,
             env,
             started,
@@ -438,7 +440,7 @@ def _say(stderr: TextIO, message: str) -> None:
     try:
         stderr.write(f"mkg-hook: {' '.join(message.split())}\n")
         stderr.flush()
-    except (OSError, ValueError):
+    except Exception:  # a closed or broken stream: the hook still exits 0
         pass
 
 

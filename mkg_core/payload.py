@@ -45,7 +45,7 @@ CUT_KEY = "…[cut]"
 DEPTH_MARKER = f"…[cut: nested deeper than {MAX_DEPTH} levels]"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def truncation_marker(total: int) -> str:

@@ -152,6 +152,32 @@ def test_malformed_input_exits_zero_with_one_line(capture: CaptureRig, data: byt
     assert len(rows) == 1  # nothing half-written, and the spool still reads
 
 
+@pytest.mark.parametrize("escape", ["\\ud83d", "\\udc00", "\\uDFFF"], ids=["high", "low", "low-upper"])
+def test_a_lone_surrogate_of_either_half_is_repaired_and_recorded(capture: CaptureRig, escape: str) -> None:
+    head = b'{"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "cut '
+    data = head + escape.encode() + b' here"}'
+    result = capture.hook("claude", "UserPromptSubmit", data)
+    assert result.returncode == 0 and b"not recorded" not in result.stderr, result.stderr
+    [row] = _rows(capture)
+    assert row["record"]["payload"]["prompt"] == "cut \ufffd here"
+    assert row["record"]["repaired"]
+
+
+def test_closed_standard_streams_still_exit_zero_and_record(capture: CaptureRig) -> None:
+    argv = [str(capture.bin_dir / "mkg-hook"), "--client", "claude", "Stop"]
+    payload = json.dumps(_payload(CLAUDE, "Stop")).encode()
+    quiet = subprocess.run(  # no stdout nor stderr at all: nothing to report to, the event is kept
+        ["sh", "-c", '"$@" >&- 2>&-', "sh", *argv], input=payload, env=capture.env, timeout=120, check=False
+    )
+    assert quiet.returncode == 0
+    assert [row["event"] for row in _rows(capture)] == ["Stop"]
+    blind = subprocess.run(
+        ["sh", "-c", '"$@" <&- 2>&-', "sh", *argv], env=capture.env, timeout=120, check=False
+    )
+    assert blind.returncode == 0  # no stdin: nothing to record, and still no failure
+    assert len(_rows(capture)) == 1
+
+
 def test_fifty_megabyte_payload_is_recorded_with_truncated_fields(capture: CaptureRig) -> None:
     payload = {**_payload(CLAUDE, "PostToolUse"), "tool_response": "y" * (50 * 1024 * 1024)}
     data = json.dumps(payload).encode()
