@@ -114,7 +114,7 @@ def _project_folder(
     candidates += [(f"env.{key}", env.get(key)) for key in named]
     candidates.append(("cwd", os.fspath(fallback) if fallback is not None else os.getcwd()))
     for label, value in candidates:
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str) or not value.strip() or "\0" in value:  # no folder has a NUL
             continue
         path = _canonical(os.path.expandvars(value.strip()))
         if _is_plugin_folder(path, plugin_roots):

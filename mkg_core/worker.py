@@ -240,6 +240,9 @@ class Worker:
             return None
         except ConfigError as exc:
             raise RetryLater(str(exc)) from exc
+        except Exception as exc:  # a row nothing foresaw: tried again, then quarantined, as below
+            self._give_up_or_retry(row, exc)
+            return None
 
     def _store(self, batch: list[Prepared]) -> None:
         try:
@@ -253,7 +256,7 @@ class Worker:
                 for item in batch:
                     self._store([item])
                 return
-            self._give_up_or_retry(batch[0], exc)
+            self._give_up_or_retry(batch[0].row, exc)
             return
         self.connections.neo4j_up(batch[0].settings)
         self._after_commit(batch, graph)
@@ -301,22 +304,23 @@ class Worker:
         prepared = self.resolver.prepare(row)
         return prepared.event, self.context_for(prepared, self.graph_for(prepared.settings))
 
-    def _give_up_or_retry(self, item: Prepared, exc: Exception) -> None:
-        """One row the graph refused. A transient refusal waits (the whole drain backs off); any
-        other is tried again on the next rounds, while the rows behind it go on, and after
-        :data:`QUARANTINE_AFTER` attempts the row is quarantined with its reason."""
+    def _give_up_or_retry(self, row: SpoolRow, exc: Exception) -> None:
+        """One row that could not be prepared or that the graph refused. A transient refusal waits
+        (the whole drain backs off); any other is tried again on the next rounds, while the rows
+        behind it go on, and after :data:`QUARANTINE_AFTER` attempts the row is quarantined with
+        its reason."""
         reason = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, (TransientError, ServiceUnavailable, SessionExpired)):
-            raise RetryLater(f"storing event {item.row.event_id} failed ({reason})")
-        attempts = item.row.attempts + 1
+            raise RetryLater(f"storing event {row.event_id} failed ({reason})")
+        attempts = row.attempts + 1
         if attempts >= QUARANTINE_AFTER:
-            log.error("event %s failed %d times, quarantined: %s", item.row.event_id, attempts, reason)
-            self.spool.mark_failed(item.row.seq, reason)
+            log.error("event %s failed %d times, quarantined: %s", row.event_id, attempts, reason)
+            self.spool.mark_failed(row.seq, reason)
             self.stats["failed"] += 1
-            self._advance(item.row.seq)
+            self._advance(row.seq)
             return
-        self.spool.note_attempt(item.row.seq, reason)
-        log.warning("event %s failed (attempt %d), the events behind it go on: %s", item.row.event_id,
+        self.spool.note_attempt(row.seq, reason)
+        log.warning("event %s failed (attempt %d), the events behind it go on: %s", row.event_id,
                     attempts, reason)  # fmt: skip
 
     def _defer(self, reason: str) -> None:

@@ -175,6 +175,32 @@ def test_huge_identifiers_are_clipped_and_a_row_the_graph_refuses_holds_nothing_
     assert capture.counts()["pending"] == 0
 
 
+def test_a_row_nothing_foresaw_is_quarantined_and_holds_nothing_back(
+    capture: CaptureRig, graph: Graph
+) -> None:
+    # A folder with a NUL in it names no folder: the event's project comes from the next clue.
+    capture.hook("claude", "PreToolUse", _payload("PreToolUse", session_id="nul", cwd="/tmp/a\u0000b"))
+    with capture.spool() as spool:  # a row the worker cannot read (written past the hook)
+        spool.append(
+            event_id="claude:odd:PreToolUse:x",
+            client="claude",
+            event="PreToolUse",
+            session_id="odd",
+            received_at="0000-not-a-time",
+            record={"payload": _payload("PreToolUse", session_id="odd"), "truncated": []},
+        )
+    capture.hook("claude", "Stop", _payload("Stop", session_id="good"))
+    for _ in range(3):  # before, every round stopped at the odd row and stored nothing
+        capture.drain()
+    assert len(_events(graph, "nul")) == 1 and len(_events(graph, "good")) == 1
+    with capture.spool() as spool:
+        failed = spool.db.execute(
+            "SELECT event_id, error, attempts FROM events WHERE state = 'failed'"
+        ).fetchall()
+    assert failed == [("claude:odd:PreToolUse:x", failed[0][1], 3)] and "ValueError" in failed[0][1]
+    assert capture.counts()["pending"] == 0
+
+
 def test_lone_surrogates_and_deep_nesting_keep_the_event(capture: CaptureRig, graph: Graph) -> None:
     prompt = json.dumps(_payload("UserPromptSubmit", session_id="odd", prompt="cut mid-emoji \ud83d here"))
     assert "\\ud83d" in prompt
