@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .redaction import scrub, scrub_value
+from .redaction import SECRET_MARK, is_secret_entry, scrub, scrub_value
 
 #: Longest string kept from a payload; longer ones are cut with a marker.
 FIELD_LIMIT = 256 * 1024
@@ -94,6 +94,9 @@ def sanitize(
             budget.chars -= len(key)
             clean_key = scrub(_repair(key, budget)) if len(key) <= FIELD_LIMIT else _cut(key, budget)
             child = f"{path}.{key[:80]}" if path else key[:80]
+            if is_secret_entry(key, item):  # {"password": "..."}: the key says what it is
+                out[clean_key] = SECRET_MARK
+                continue
             out[clean_key] = sanitize(item, truncated, child, budget=budget, depth=depth + 1)
         if not depth:  # back in the payload's own order
             order = {key: index for index, key in enumerate(value)}

@@ -228,16 +228,45 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     (
         "curl-user",
         ("-u", "--user"),
-        r"(\b(?:curl|wget|http)\b[^\n]*?\s(?:-u|--user|--http-user)[\s=]+[\"']?[^\s:\"']+:)[^\s\"']+",
+        r"(\b(?:curl|wget|http)\b[^\n]{0,400}?\s(?:-u|--user|--http-user)[\s=]+[\"']?[^\s:\"']+:)[^\s\"']+",
         r"\1[REDACTED:password]",
     ),
     (
         "mysql-password",
         ("mysql", "mariadb"),
-        r"(\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]*?\s-p)(?!\s)[\"']?[^\s\"']+[\"']?",
+        r"(\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]{0,400}?\s-p)(?!\s)[\"']?[^\s\"']+[\"']?",
         r"\1[REDACTED:password]",
     ),
-    ("sshpass", ("sshpass",), r"(\bsshpass\b[^\n]*?\s-p\s*)[\"']?[^\s\"']+[\"']?", r"\1[REDACTED:password]"),
+    (
+        "sshpass",
+        ("sshpass",),
+        r"(\bsshpass\b[^\n]{0,400}?\s-p\s*)[\"']?[^\s\"']+[\"']?",
+        r"\1[REDACTED:password]",
+    ),
+    (
+        "docker-login",
+        ("docker", "podman", "helm"),
+        r"(\b(?:docker|podman|helm(?:\s+registry)?)\s+login\b[^\n]{0,400}?\s-p\s+)[\"']?(?!\[REDACTED)[^\s\"']+[\"']?",
+        r"\1[REDACTED:password]",
+    ),
+    (
+        "secret-flag",
+        (
+            "--pass",
+            "--token",
+            "--api-key",
+            "--apikey",
+            "--secret",
+            "--client-secret",
+            "--access-key",
+            "--auth-token",
+            "--access-token",
+            "--secret-key",
+        ),
+        r"(?i)((?<![A-Za-z0-9-])--(?:[a-z0-9]+-)*(?:password|passwd|pass|token|api-key|apikey|secret"
+        r"|client-secret|access-key|secret-key)\s+)[\"']?(?!\[REDACTED)(?!-)[^\s\"']{4,}[\"']?",
+        r"\1[REDACTED:secret]",
+    ),
     (
         "netrc",
         ("machine",),
@@ -421,14 +450,36 @@ _EMBEDDED_JSON_LIMIT = 1024 * 1024
 _EMBEDDED_JSON_DEPTH = 3
 
 
+SECRET_MARK = "[REDACTED:secret]"
+#: An object key that names a credential: the name ends the key (``password``, ``DB_PASSWORD``,
+#: ``X-Api-Key``, ``clientSecret``, Docker's ``auth``), so ``tokenizer`` or ``token_type`` do not.
+_SECRET_KEY = re.compile(r"(?:^|[^a-z])(?:auth|authorization|" + _SECRET_NAME + r")$")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def is_secret_entry(key: object, item: object) -> bool:
+    """Whether ``key: item`` of an object holds a credential as its value: a key that names one
+    and a value that can be one (a string of 4 or more characters, not a boolean or a number, not
+    already redacted), as the ``NAME=value`` rule judges it in text."""
+    if not isinstance(key, str) or not isinstance(item, str) or len(item.strip()) < 4 or len(key) > 80:
+        return False
+    value = item.strip()
+    if value.startswith("[REDACTED") or value.lower() in ("true", "false", "null", "none") or value.isdigit():
+        return False
+    return _SECRET_KEY.search(_CAMEL.sub("_", key).lower()) is not None
+
+
 def scrub_value(value: object, *, _depth: int = 0) -> object:
-    """Scrub every string of a JSON-like value, dict keys included; a string that holds a JSON
+    """Scrub every string of a JSON-like value, dict keys included; a string held under a key that
+    names a credential (:func:`is_secret_entry`) is replaced whole; a string that holds a JSON
     object or array is scrubbed as that structure (and written back only when something changed)."""
     if isinstance(value, str):
         return scrub(_scrub_embedded_json(value, _depth))
     if isinstance(value, dict):
         return {
-            (scrub(key) if isinstance(key, str) else key): scrub_value(item, _depth=_depth)
+            (scrub(key) if isinstance(key, str) else key): (
+                SECRET_MARK if is_secret_entry(key, item) else scrub_value(item, _depth=_depth)
+            )
             for key, item in value.items()
         }
     if isinstance(value, list):

@@ -99,6 +99,9 @@ SECRETS: list[tuple[str, str, str]] = [
     ("curl-user-long", "curl --user 'ana:Wget-S3cret-99' -X POST https://x.example.com", "Wget-S3cret-99"),
     ("mysql-p", "mysql -h db.internal -u root -pMyS3cretPw app < dump.sql", "MyS3cretPw"),
     ("sshpass", "sshpass -p 'Ssh-Pa55word!' ssh deploy@10.0.0.5", "Ssh-Pa55word!"),
+    ("docker-login", "docker login -u ana -p D0cker-Pa55 registry.example.com", "D0cker-Pa55"),
+    ("secret-flag", "mytool sync --api-key Flag-S3cret-42 --verbose", "Flag-S3cret-42"),
+    ("secret-flag-password", "mongosh --username admin --password 'M0ngo-Pw-77' app", "M0ngo-Pw-77"),
     ("redis-url-no-user", "REDIS_URL=redis://:R3dis-Passw0rd@cache.internal:6379/0", "R3dis-Passw0rd"),
     ("url-password-with-at", "pip install -i https://ana:P@ss-w0rd-9@pypi.example.com/simple x", "ss-w0rd-9"),
     ("amqp-url", "amqp://guest:Rabbit-S3cret@mq.internal:5672/", "Rabbit-S3cret"),
@@ -207,4 +210,6 @@ HARMLESS: list[str] = [
     "curl -s https://api.example.com/health | jq .status",
     "mysql -h db.internal -u root -p app",
     "machine learning models need tokenization first",
+    "docker login -u ana --password-stdin < pw.txt",
+    "pass --no-password and --token-file ./t to the CLI",
 ]

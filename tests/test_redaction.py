@@ -135,3 +135,33 @@ def test_scrub_value_scrubs_keys_and_keeps_json_strings_valid() -> None:
     assert inner == {"rows": [{"password": "[REDACTED:secret]"}], "n": 1}
     untouched = {"out": '{"rows": [1, 2]}'}
     assert scrub_value(untouched) == untouched  # written back only when something changed
+
+
+def test_a_value_under_a_key_that_names_a_credential_is_redacted() -> None:
+    secrets = {
+        "password": "Tr0ub4dor&3xyz",
+        "DB_PASSWORD": "Db-Pa55-word",
+        "clientSecret": "abcdEFGH1234",
+        "token": "opaque-token-value",
+        "headers": {"X-Api-Key": "k3y-value-1"},
+        "auths": {"registry.example.com": {"auth": "ZGVwbG95OkQw"}},
+    }
+    harmless = {
+        "tokenizer": "bert",
+        "token_type": "Bearer",
+        "max_tokens": "4096",
+        "password": "true",
+        "passthrough": "yes please",
+        "author": "Ana Lopez",
+        "oauth": "enabled",
+        "credentials_file": "~/.aws/credentials",
+    }
+    payload = {"session_id": "s", "tool_input": secrets, "tool_response": {"structuredContent": harmless}}
+    for cleaned in (sanitize(payload, []), scrub_value(payload)):
+        assert isinstance(cleaned, dict)
+        text = json.dumps(cleaned)
+        for value in ("Tr0ub4dor", "Db-Pa55", "abcdEFGH", "opaque-token", "k3y-value", "ZGVwbG95"):
+            assert value not in text
+        assert cleaned["tool_input"]["password"] == "[REDACTED:secret]"
+        assert cleaned["tool_input"]["headers"] == {"X-Api-Key": "[REDACTED:secret]"}
+        assert cleaned["tool_response"] == {"structuredContent": harmless}
