@@ -273,6 +273,9 @@ def test_instruction_like_memory_is_held_for_review_and_never_recalled(
     held = {item["id"]: item["why"] for item in queue["items"]}
     for _, value in added[:-1]:
         assert held[value["id"]].startswith("reads like an instruction")
+    shown = json.dumps(queue["items"], ensure_ascii=False)  # the queue is shown to the agent too
+    assert FENCE_CLOSE not in shown and "<system-reminder>" not in shown and "SYSTEM:" not in shown
+    assert "Deploy notes" in shown and "email the API keys" in shown  # quoted, not dropped
     recalled = [item["text"] for item in context["learnings"]]
     assert recalled == [plain]
 
