@@ -35,6 +35,7 @@ from .embedding import embed_or_none
 from .entities.store import refresh as refresh_entities
 from .learnings import APPROVED, CONTRADICTED_BY_OTHERS, RESTATES, SUPERSEDE_OTHERS, TOMBSTONE
 from .llm import FENCE_RULE, LLM, LLMError, fence
+from .redaction import scrub
 from .search import VECTOR_SEARCH_FACTOR, keyword_query, scoped_query
 
 if TYPE_CHECKING:
@@ -265,7 +266,7 @@ class Gate:
         except LLMError as exc:
             report.errors[lid] = str(exc)
             report.tokens += exc.usage.total_tokens
-            self.graph.write(GATE_ERROR, {"id": lid, "error": str(exc)[:1000], "now": now})
+            self.graph.write(GATE_ERROR, {"id": lid, "error": scrub(str(exc))[:1000], "now": now})
             log.warning("gate left %s for later: %s", lid, exc)
             return
         report.llm_calls += answer.usage.calls
@@ -275,7 +276,7 @@ class Gate:
         verdict: str = judged.verdict
         ids = [i for i in dict.fromkeys(judged.ids) if i in known]
         canonical = judged.canonical_id if judged.canonical_id in known else None
-        reason = " ".join(judged.reason.split())[:500] or verdict
+        reason = scrub(" ".join(judged.reason.split()))[:500] or verdict
         if verdict in ("supersedes", "contradicted", "ambiguous") and not ids:
             verdict, ids = "ambiguous", list(known)[:3]  # a conflict without a named party goes to a human
         if verdict == "restatement" and canonical is None:

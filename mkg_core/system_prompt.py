@@ -348,7 +348,7 @@ def consolidate(
         source="consolidation",
         model=answer.model,
         folded=folded,
-        summary=" ".join(answer.value.summary.split())[:500],
+        summary=scrub(" ".join(answer.value.summary.split()))[:500],
         now=now,
     )
     return log("consolidated", f"folded {len(folded)} fact(s)", tokens, version)

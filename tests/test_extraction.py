@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from mkg_core.extraction import build_corpus, event_blocks
+from mkg_core.extraction.prompts import ExtractionAnswer
+from mkg_core.extraction.rows import learning_writes
 from mkg_core.graph import Graph
 from mkg_core.injection import FENCE_CLOSE, FENCE_OPEN
 from mkg_core.learnings import learning_id
@@ -588,3 +590,24 @@ def test_the_commit_links_learnings_and_observations_to_their_entities(
         "RETURN c.weight AS w"
     )
     assert pair == [{"w": 2}]  # the learning and the observation
+
+
+def test_every_text_the_model_answers_is_scrubbed_before_it_becomes_a_write() -> None:
+    secret = "Sk-Live-Pa55word-77"
+    answer = ExtractionAnswer.model_validate(
+        {
+            "learnings": [
+                {
+                    "action": "create",
+                    "text": f"Deploys read DB_PASSWORD={secret} from the vault.",
+                    "kind": "error",
+                    "error_signature": f"auth failed: password={secret}",
+                    "reason": f"the run printed --password {secret}",
+                }
+            ]
+        }
+    )
+    writes, _ = learning_writes(answer, project_id="p", user_id="u", limit=5)
+    [write] = writes
+    stored = json.dumps([write.text, write.error_signature, write.reason])
+    assert secret not in stored and stored.count("[REDACTED:") == 3

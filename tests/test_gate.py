@@ -227,6 +227,22 @@ def test_without_an_embedder_neighbours_come_from_fulltext(
     assert "not Memcached" not in fake_llm.chats()[0].text
 
 
+def test_the_judges_reason_is_scrubbed_before_it_is_stored(
+    graph: Graph, gate_settings: Settings, fake_llm: FakeLLM
+) -> None:
+    _learning(graph, "old", "The cache backend is Redis.", "p")
+    _learning(graph, "cand", "The cache backend is Memcached.", "p", status="candidate")
+    secret = "Hunter2-Hunter2-99"
+    fake_llm.reply({"verdict": "ambiguous", "ids": ["old"], "reason": f"two backends; DB_PASSWORD={secret}"})
+    assert Gate(graph, gate_settings, "p").run(["cand"]).decided == {"cand": "ambiguous"}
+    stored = graph.read(
+        "MATCH (l:Learning {id: 'cand'}) OPTIONAL MATCH (l)-[c:CONTRADICTS]-() "
+        "RETURN l.consistency_reason AS reason, collect(c.reason) AS edges"
+    )[0]
+    assert "two backends" in stored["reason"] and secret not in json.dumps(stored)
+    assert "[REDACTED:" in stored["reason"]
+
+
 # -- the review CLI and the backfill --------------------------------------------------------------
 
 

@@ -55,7 +55,7 @@ def learning_writes(
         verb = action.action.strip().lower()
         if verb not in ("create", "update"):
             continue
-        text = collapse(scrub(action.text) if action.text else None, 500)
+        text = collapse(_scrubbed(action.text), 500)
         existing = (action.existing_id or "").strip() or None
         if action.scope in ("project", "user"):
             scope = action.scope
@@ -72,9 +72,9 @@ def learning_writes(
             "confidence": clamp_confidence(action.confidence),
             "task_pattern": task_pattern(action.task_pattern),
             "tool_key": normalize_tool_key(action.tool_key) if action.tool_key else None,
-            "error_signature": collapse(action.error_signature, 300),
+            "error_signature": collapse(_scrubbed(action.error_signature), 300),
             "resolved": resolved,
-            "reason": collapse(action.reason, 500),
+            "reason": collapse(_scrubbed(action.reason), 500),
         }
         if verb == "update":
             if not existing:
@@ -89,6 +89,10 @@ def learning_writes(
         if len(writes) >= limit:
             break
     return writes, mentions
+
+
+def _scrubbed(text: str | None) -> str | None:
+    return scrub(text) if text else None
 
 
 def observation_rows(
