@@ -4,12 +4,17 @@ One resolution for the hook, the worker, the MCP server and the CLI. The first e
 wins, and only that one is read:
 
 1. ``$MKG_ENV_FILE``
-2. ``<project root>/.mkg.env``: a project opts in to settings of its own with this file
+2. ``<project root>/.mkg.env``: a project opts in to settings of its own with this file, read
+   once the user trusts it (``mkg trust``, which records the file's SHA-256)
 3. ``<config dir>/.env``, where the config dir is ``$MKG_CONFIG_DIR``, else
    ``$XDG_CONFIG_HOME/meta-knowledge-graph``, else ``~/.config/meta-knowledge-graph``.
 
 A project's own ``.env`` is never read: it belongs to the project's application, and its
-``NEO4J_URI`` or ``OPENAI_API_KEY`` would quietly send MKG's memory and LLM spend there.
+``NEO4J_URI`` or ``OPENAI_API_KEY`` would quietly send MKG's memory and LLM spend there. A
+``.mkg.env`` comes with the repository too, from whoever wrote it: until the user has read it and
+trusted it (and again whenever it changes), it is not read either, or any cloned repository could
+point MKG, and everything it captures, at another database or an endpoint that collects the user's
+keys.
 
 Precedence of values: explicit arguments (CLI flags) > the process environment > that file >
 built-in defaults.
@@ -17,6 +22,8 @@ built-in defaults.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,16 +38,21 @@ __all__ = [
     "format_env_line",
     "git_root",
     "ignored_project_env",
+    "is_trusted",
     "parse_env_file",
     "parse_env_text",
     "resolve_env_file",
     "state_dir",
+    "trust_env_file",
+    "untrusted_project_env",
     "user_env_file",
 ]
 
 APP_DIR_NAME = runtime.APP_DIR_NAME
 #: The file in a project's root that holds MKG's settings for that project.
 PROJECT_ENV_FILE = ".mkg.env"
+#: In the config folder: the project settings files the user trusts, each with its SHA-256.
+TRUSTED_FILE = "trusted-env-files.json"
 
 
 def config_dir(environ: Mapping[str, str]) -> Path:
@@ -95,11 +107,66 @@ def env_file_candidates(
 
 
 def resolve_env_file(environ: Mapping[str, str], project_root: str | os.PathLike[str] | None) -> Path | None:
-    """The first candidate that exists, or None."""
-    for _label, path in env_file_candidates(environ, project_root):
-        if path.is_file():
+    """The first candidate that exists (a project's ``.mkg.env`` only when trusted), or None."""
+    for label, path in env_file_candidates(environ, project_root):
+        if path.is_file() and (label != "project" or is_trusted(environ, path)):
             return path
     return None
+
+
+def untrusted_project_env(
+    environ: Mapping[str, str], project_root: str | os.PathLike[str] | None
+) -> Path | None:
+    """The project's ``.mkg.env`` when there is one that is not read because it is not trusted."""
+    if environ.get("MKG_ENV_FILE") or not project_root:
+        return None
+    path = Path(project_root) / PROJECT_ENV_FILE
+    return path if path.is_file() and not is_trusted(environ, path) else None
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _trusted(environ: Mapping[str, str]) -> dict[str, str]:
+    try:
+        data = json.loads((config_dir(environ) / TRUSTED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(key): str(value) for key, value in data.items()}
+
+
+def is_trusted(environ: Mapping[str, str], path: str | os.PathLike[str]) -> bool:
+    """Whether the user trusts this settings file as it is now (its SHA-256 is the one recorded)."""
+    where = Path(path).resolve()
+    recorded = _trusted(environ).get(str(where))
+    return recorded is not None and recorded == _digest(where)
+
+
+def trust_env_file(environ: Mapping[str, str], path: str | os.PathLike[str], *, trust: bool = True) -> Path:
+    """Record (or with ``trust=False`` forget) the file as it is now; return its resolved path.
+    The record is in the user's config folder, mode 600."""
+    where = Path(path).resolve()
+    digest = _digest(where)
+    if trust and digest is None:
+        raise FileNotFoundError(f"{where} cannot be read")
+    records = _trusted(environ)
+    if trust:
+        records[str(where)] = digest or ""
+    else:
+        records.pop(str(where), None)
+    folder = Path(runtime.ensure_private_dir(str(config_dir(environ))))
+    temporary = folder / f".{TRUSTED_FILE}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(records, handle, indent=1, sort_keys=True)
+    os.replace(temporary, folder / TRUSTED_FILE)
+    return where
 
 
 def ignored_project_env(project_root: str | os.PathLike[str] | None) -> Path | None:

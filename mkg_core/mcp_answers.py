@@ -26,10 +26,12 @@ _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "TERM_SESSION_ID", "WINDOW
 
 def fingerprint(environ: Mapping[str, str], cwd: str) -> str:
     """What decides which tools mount: the environment (a plugin may read any variable), and the
-    .env files that may be read (path, size and time of each), found as the server finds them."""
+    .env files that may be read (path, size and time of each), found as the server finds them, and
+    the record of trusted project files."""
     parts = [f"{k}={v}" for k, v in sorted(environ.items()) if k not in _VOLATILE]
     parts.append(f"cwd={cwd}")
-    for _, path in envfiles.env_file_candidates(environ, envfiles.default_project_root(environ, cwd)):
+    files = envfiles.env_file_candidates(environ, envfiles.default_project_root(environ, cwd))
+    for _, path in [*files, ("trust", envfiles.config_dir(environ) / envfiles.TRUSTED_FILE)]:
         try:
             info = os.stat(path)
             parts.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")

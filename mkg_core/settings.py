@@ -134,6 +134,7 @@ class Settings(BaseSettings):
 
     _env_file: Path | None = PrivateAttr(default=None)
     _ignored_env_file: Path | None = PrivateAttr(default=None)
+    _untrusted_env_file: Path | None = PrivateAttr(default=None)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
     _variables: dict[str, str] = PrivateAttr(default_factory=dict)
     _variable_sources: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -166,6 +167,12 @@ class Settings(BaseSettings):
         """The project's own ``.env``, when there is one: never read (it is the application's; a
         project's settings for MKG go in ``.mkg.env``)."""
         return self._ignored_env_file
+
+    @property
+    def untrusted_env_file(self) -> Path | None:
+        """The project's ``.mkg.env``, when there is one the user has not trusted as it is now
+        (``mkg trust``): not read."""
+        return self._untrusted_env_file
 
     def ignored_variables(self, declared: Iterable[Setting] = ()) -> list[str]:
         """The variables MKG knows (its own, and ``declared`` by plugins) that the ignored project
@@ -258,6 +265,7 @@ class _Layers:
     file_values: Mapping[str, str] = field(default_factory=dict)
     env_file: Path | None = None
     ignored_env_file: Path | None = None
+    untrusted_env_file: Path | None = None
 
     @classmethod
     def for_process(cls) -> _Layers:
@@ -297,9 +305,12 @@ def _resolve_layers(environ: Mapping[str, str], project_root: str | os.PathLike[
         project_root = envfiles.default_project_root(environ, os.getcwd())
     env_file = envfiles.resolve_env_file(environ, project_root)
     file_values = envfiles.parse_env_file(env_file) if env_file else {}
-    ignored = envfiles.ignored_project_env(project_root)
     return _Layers(
-        environ=dict(environ), file_values=file_values, env_file=env_file, ignored_env_file=ignored
+        environ=dict(environ),
+        file_values=file_values,
+        env_file=env_file,
+        ignored_env_file=envfiles.ignored_project_env(project_root),
+        untrusted_env_file=envfiles.untrusted_project_env(environ, project_root),
     )
 
 
@@ -332,6 +343,7 @@ def load_settings(
         raise ConfigError(_explain(exc, layers)) from None
     settings._env_file = layers.env_file
     settings._ignored_env_file = layers.ignored_env_file
+    settings._untrusted_env_file = layers.untrusted_env_file
     settings._sources = _sources(explicit, layers)
     settings._variables = {key.upper(): value for key, value in layers.file_values.items()}
     settings._variables.update({key.upper(): value for key, value in layers.environ.items()})

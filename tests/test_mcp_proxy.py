@@ -366,8 +366,11 @@ def test_kept_answers_follow_the_project_settings_the_server_reads(tmp_path: Pat
     assert envfiles.default_project_root(environ, str(sub)) == str(root)
     before = mcp_answers.fingerprint(environ, str(sub))
     (root / ".mkg.env").write_text("MKG_PROJECT_ID=billing\n")
+    untrusted = mcp_answers.fingerprint(environ, str(sub))
+    assert untrusted != before
+    envfiles.trust_env_file(environ, root / ".mkg.env")  # `mkg trust`: now the server reads it
     written = mcp_answers.fingerprint(environ, str(sub))
-    assert written != before
+    assert written != untrusted
     (sub / ".mkg.env").write_text("MKG_PROJECT_ID=ignored\n")  # not read by the server
     assert mcp_answers.fingerprint(environ, str(sub)) == written
     elsewhere = {**environ, "MKG_PROJECT_ROOT": str(sub)}  # an explicit root wins

@@ -69,6 +69,17 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+def _config(tmp_path: Path) -> dict[str, str]:
+    return {"MKG_CONFIG_DIR": str(tmp_path / "config")}
+
+
+def _trusted(path: Path, text: str, tmp_path: Path) -> Path:
+    """A project's .mkg.env the user (whose config folder is :func:`_config`) has trusted."""
+    _write(path, text)
+    envfiles.trust_env_file(_config(tmp_path), path)
+    return path
+
+
 def test_resolution_order(tmp_path: Path) -> None:
     project = tmp_path / "project"
     config = tmp_path / "config"
@@ -76,6 +87,7 @@ def test_resolution_order(tmp_path: Path) -> None:
     _write(project / ".mkg.env", "NEO4J_DATABASE=project\n")
     _write(config / ".env", "NEO4J_DATABASE=user\n")
     env = {"MKG_CONFIG_DIR": str(config)}
+    envfiles.trust_env_file(env, project / ".mkg.env")
 
     assert (
         load_settings(environ={**env, "MKG_ENV_FILE": str(explicit)}, project_root=project).neo4j_database
@@ -88,9 +100,12 @@ def test_resolution_order(tmp_path: Path) -> None:
 
 
 def test_only_the_first_file_is_read(tmp_path: Path) -> None:
-    _write(tmp_path / "p" / ".mkg.env", "NEO4J_DATABASE=project\n")
+    project = _write(tmp_path / "p" / ".mkg.env", "NEO4J_DATABASE=project\n")
     _write(tmp_path / "c" / ".env", "NEO4J_USERNAME=from-user-file\n")
-    settings = load_settings(environ={"MKG_CONFIG_DIR": str(tmp_path / "c")}, project_root=tmp_path / "p")
+    env = {"MKG_CONFIG_DIR": str(tmp_path / "c")}
+    envfiles.trust_env_file(env, project)
+    settings = load_settings(environ=env, project_root=tmp_path / "p")
+    assert settings.neo4j_database == "project"
     assert settings.neo4j_username == "neo4j"
 
 
@@ -112,10 +127,12 @@ def test_config_dir(tmp_path: Path, environ: dict[str, str], expected: str) -> N
 
 
 def test_precedence_argument_then_environment_then_file_then_default(tmp_path: Path) -> None:
-    _write(
-        tmp_path / ".mkg.env", "NEO4J_URI=bolt://file:1\nNEO4J_USERNAME=file-user\nNEO4J_DATABASE=filedb\n"
+    _trusted(
+        tmp_path / ".mkg.env",
+        "NEO4J_URI=bolt://file:1\nNEO4J_USERNAME=file-user\nNEO4J_DATABASE=filedb\n",
+        tmp_path,
     )
-    environ = {"NEO4J_URI": "bolt://env:2", "NEO4J_USERNAME": "env-user"}
+    environ = {"NEO4J_URI": "bolt://env:2", "NEO4J_USERNAME": "env-user", **_config(tmp_path)}
     settings = load_settings(environ=environ, project_root=tmp_path, neo4j_uri="bolt://arg:3")
     assert settings.neo4j_uri == "bolt://arg:3"
     assert settings.neo4j_username == "env-user"
@@ -127,8 +144,10 @@ def test_precedence_argument_then_environment_then_file_then_default(tmp_path: P
 
 
 def test_a_plugins_own_variables_resolve_like_mkgs(tmp_path: Path) -> None:
-    _write(tmp_path / ".mkg.env", "ACME_API_KEY=from-file\nACME_REGION=eu\nACME_BLANK=\n")
-    settings = load_settings(environ={"ACME_API_KEY": "from-env", "acme_mode": "fast"}, project_root=tmp_path)
+    _trusted(tmp_path / ".mkg.env", "ACME_API_KEY=from-file\nACME_REGION=eu\nACME_BLANK=\n", tmp_path)
+    settings = load_settings(
+        environ={"ACME_API_KEY": "from-env", "acme_mode": "fast", **_config(tmp_path)}, project_root=tmp_path
+    )
     assert settings.get("ACME_API_KEY") == "from-env"  # the environment wins over the file
     assert settings.get("ACME_REGION") == "eu"
     assert settings.get("acme_mode") == "fast"
@@ -147,16 +166,16 @@ def test_process_environment_takes_effect(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_blank_values_count_as_unset(tmp_path: Path) -> None:
-    _write(tmp_path / ".mkg.env", "OPENAI_API_KEY=\nNEO4J_URI=bolt://file:1\n")
-    settings = load_settings(environ={"NEO4J_URI": "  "}, project_root=tmp_path)
+    _trusted(tmp_path / ".mkg.env", "OPENAI_API_KEY=\nNEO4J_URI=bolt://file:1\n", tmp_path)
+    settings = load_settings(environ={"NEO4J_URI": "  ", **_config(tmp_path)}, project_root=tmp_path)
     assert settings.openai_api_key is None
     assert settings.neo4j_uri == "bolt://file:1"
 
 
 def test_invalid_value_names_the_variable_and_where_it_came_from(tmp_path: Path) -> None:
-    _write(tmp_path / ".mkg.env", "EMBEDDING_DIMENSIONS=lots\n")
+    _trusted(tmp_path / ".mkg.env", "EMBEDDING_DIMENSIONS=lots\n", tmp_path)
     with pytest.raises(ConfigError, match=rf"EMBEDDING_DIMENSIONS \(from {tmp_path / '.mkg.env'}\)"):
-        load_settings(environ={}, project_root=tmp_path)
+        load_settings(environ=_config(tmp_path), project_root=tmp_path)
     with pytest.raises(ConfigError, match=r"MKG_LLM_BACKEND \(from the environment\)"):
         load_settings(environ={"MKG_LLM_BACKEND": "magic"}, project_root=tmp_path)
 
@@ -208,10 +227,10 @@ def test_llm_model_resolution(
 def test_cwd_project_env_file_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
-    _write(repo / ".mkg.env", "NEO4J_DATABASE=repo\n")
+    _trusted(repo / ".mkg.env", "NEO4J_DATABASE=repo\n", tmp_path)
     (repo / "src").mkdir()
     monkeypatch.chdir(repo / "src")
-    assert load_settings(environ=dict(os.environ)).neo4j_database == "repo"
+    assert load_settings(environ={**os.environ, **_config(tmp_path)}).neo4j_database == "repo"
 
 
 def test_every_setting_is_documented() -> None:
@@ -256,6 +275,48 @@ def test_a_projects_own_env_never_redirects_memory(tmp_path: Path) -> None:
     assert "it sets NEO4J_URI, OPENAI_API_KEY" in warning["detail"]
     assert str(repo / ".mkg.env") in warning["fix"]
 
-    # The project opts in with a .mkg.env of its own.
+    # The project opts in with a .mkg.env of its own, which the user trusts.
     _write(repo / ".mkg.env", "NEO4J_DATABASE=repo\n")
+    assert "mkg trust" in mkg("config").stdout
+    assert "MKG reads" in mkg("trust").stdout
     assert load_settings(environ=env, project_root=repo).neo4j_database == "repo"
+
+
+def test_a_projects_mkg_env_is_read_only_once_trusted_as_it_is(tmp_path: Path) -> None:
+    # A cloned repository's .mkg.env, written by someone else, points MKG at their database and endpoint.
+    repo = tmp_path / "cloned"
+    (repo / ".git").mkdir(parents=True)
+    planted = "NEO4J_URI=bolt://127.0.0.1:2\nOPENAI_BASE_URL=http://127.0.0.1:3/v1\n"
+    mkg_env = _write(repo / ".mkg.env", planted)
+    config = _write(tmp_path / "config" / ".env", "NEO4J_URI=bolt://127.0.0.1:9\n")
+    env = {**os.environ, "MKG_CONFIG_DIR": str(config.parent), "OPENAI_API_KEY": "sk-the-users-own-key"}
+    for key in ("NEO4J_URI", "OPENAI_BASE_URL", "MKG_ENV_FILE"):
+        env.pop(key, None)
+
+    def mkg(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN_DIR / "mkg"), *args], env=env, cwd=repo, capture_output=True, text=True
+        )
+
+    settings = load_settings(environ=env, project_root=repo)
+    assert settings.neo4j_uri == "bolt://127.0.0.1:9" and settings.env_file == config
+    assert settings.untrusted_env_file == mkg_env
+    assert f"not read: {mkg_env} is not trusted" in mkg("config").stdout
+    checks = json.loads(mkg("doctor", "--json").stdout)
+    assert any(c["status"] == "warn" and c["fix"] == f"mkg trust {mkg_env}" for c in checks)
+
+    trusted = mkg("trust")
+    assert trusted.returncode == 0 and "it sets NEO4J_URI, OPENAI_BASE_URL" in trusted.stdout
+    record = config.parent / envfiles.TRUSTED_FILE
+    assert record.stat().st_mode & 0o777 == 0o600
+    settings = load_settings(environ=env, project_root=repo)
+    assert settings.neo4j_uri == "bolt://127.0.0.1:2" and settings.untrusted_env_file is None
+
+    mkg_env.write_text(planted + "NEO4J_PASSWORD=changed\n")  # changed since: not read until trusted again
+    assert load_settings(environ=env, project_root=repo).neo4j_uri == "bolt://127.0.0.1:9"
+    mkg("trust")
+    assert load_settings(environ=env, project_root=repo).neo4j_uri == "bolt://127.0.0.1:2"
+    assert mkg("trust", "--forget").returncode == 0
+    assert load_settings(environ=env, project_root=repo).neo4j_uri == "bolt://127.0.0.1:9"
+    refused = mkg("trust", str(config))
+    assert refused.returncode == 1 and "is not a .mkg.env file" in refused.stderr

@@ -64,8 +64,8 @@ def build_cli(host: PluginHost) -> click.Group:
         """Meta Knowledge Graph: graph memory for AI coding agents, backed by Neo4j.
 
         Settings come from CLI flags, then the environment, then the first settings file found
-        (MKG_ENV_FILE, the project's .mkg.env, ~/.config/meta-knowledge-graph/.env); a project's
-        own .env is never read.
+        (MKG_ENV_FILE, the project's .mkg.env once trusted with `mkg trust`,
+        ~/.config/meta-knowledge-graph/.env); a project's own .env is never read.
         """
         ctx.obj = App(
             host,

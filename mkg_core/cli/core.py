@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
+from .. import envfiles
 from ..contrib import SeedContext
 from ..graph import Graph
 from ..identity import resolve_project, resolve_user
 from ..plugins import describe_plugins
 from ..schema import apply_schema
-from . import App, guarded, pass_app, print_json
-from .doctor import ignored_env_note, project_env_fix
+from . import App, fail, guarded, pass_app, print_json
+from .doctor import ignored_env_note, project_env_fix, untrusted_env_note
 
 
 def register_core_commands(cli: click.Group) -> None:
@@ -24,6 +26,7 @@ def register_core_commands(cli: click.Group) -> None:
     for command in (
         plugins_command,
         config_command,
+        trust_command,
         project_command,
         schema_group,
         seed_command,
@@ -98,8 +101,40 @@ def config_command(app: App, as_json: bool) -> None:
         if ignored is not None:
             note = ignored_env_note(ignored, settings.ignored_variables(declared))
             click.echo(f"{note}; {project_env_fix(ignored)}")
+        if settings.untrusted_env_file is not None:
+            click.echo(untrusted_env_note(settings.untrusted_env_file))
 
     guarded(run)
+
+
+@click.command("trust")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--forget", is_flag=True, help="Stop reading the file.")
+def trust_command(path: Path | None, forget: bool) -> None:
+    """Read a project's .mkg.env from now on (default: this project's).
+
+    A .mkg.env comes with the repository, from whoever wrote it, and can point MKG (and what it
+    captures) at another Neo4j or LLM endpoint: MKG reads it only once you have looked at it and
+    trusted it here, and again after each change. The record (the file's SHA-256) is kept in
+    MKG's config folder.
+    """
+    environ = os.environ
+    target = path or Path(envfiles.default_project_root(environ, os.getcwd())) / envfiles.PROJECT_ENV_FILE
+    if target.name != envfiles.PROJECT_ENV_FILE:
+        fail(f"{target} is not a {envfiles.PROJECT_ENV_FILE} file; only a project's settings need trusting")
+    if not forget and not target.is_file():
+        fail(f"{target} does not exist (a project's settings for MKG go in {envfiles.PROJECT_ENV_FILE})")
+    try:
+        where = envfiles.trust_env_file(environ, target, trust=not forget)
+    except OSError as exc:
+        fail(f"cannot record it: {exc}")
+        return
+    if forget:
+        click.echo(f"MKG no longer reads {where}.")
+        return
+    names = sorted(envfiles.parse_env_file(where))
+    sets = f" (it sets {', '.join(names)})" if names else " (it sets nothing)"
+    click.echo(f"MKG reads {where}{sets} until it changes.")
 
 
 @click.command("project")

@@ -45,6 +45,11 @@ def ignored_env_note(path: Path, variables: list[str]) -> str:
     return f"not read: {path}{sets}; a project's own .env belongs to its application"
 
 
+def untrusted_env_note(path: Path) -> str:
+    """What ``mkg config`` and ``mkg doctor`` say of a project's ``.mkg.env`` not trusted as it is."""
+    return f"not read: {path} is not trusted (new or changed); look at it, then `mkg trust` it"
+
+
 def project_env_fix(path: Path) -> str:
     return f"settings meant for MKG in this project go in {path.with_name('.mkg.env')}"
 
@@ -55,6 +60,9 @@ def check_config(settings: Settings, declared: Iterable[Setting] = ()) -> list[C
     variables = settings.ignored_variables(declared)
     if ignored is not None and variables:  # an .env with nothing MKG reads is no one's concern
         checks.append(Check("config", "warn", ignored_env_note(ignored, variables), project_env_fix(ignored)))
+    untrusted = settings.untrusted_env_file
+    if untrusted is not None:
+        checks.append(Check("config", "warn", untrusted_env_note(untrusted), f"mkg trust {untrusted}"))
     return checks
 
 
