@@ -99,6 +99,8 @@ SCHEMA_VERSION = 3
 #: The overflow journal's folder (in the state folder) and the name a quarantined spool gets.
 OVERFLOW_DIR = "overflow"
 CORRUPT_SUFFIX = ".corrupt-"
+#: Beside a spool moved aside once its pending events were carried over (:func:`salvage`).
+CARRIED_SUFFIX = ".carried"
 PENDING, DONE, FAILED = "pending", "done", "failed"
 _COLUMNS = "seq, event_id, client, event, session_id, received_at, record, attempts"
 
@@ -478,7 +480,9 @@ def quarantined_spools(root: str) -> list[str]:
         return []
     marker = SPOOL_FILE + CORRUPT_SUFFIX
     return sorted(
-        os.path.join(root, n) for n in names if n.startswith(marker) and not n.endswith(("-wal", "-shm"))
+        os.path.join(root, n)
+        for n in names
+        if n.startswith(marker) and not n.endswith(("-wal", "-shm", CARRIED_SUFFIX))
     )
 
 
@@ -517,16 +521,78 @@ def _corrupt(path: str) -> bool:
         db = sqlite3.connect(path, timeout=0.5)
         try:
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            db.execute("PRAGMA quick_check(1)").fetchone()
+            (verdict,) = db.execute("PRAGMA quick_check(1)").fetchone()
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
         return "locked" not in str(exc) and "busy" not in str(exc)
-    return False
+    return str(verdict) != "ok"  # a damaged page the first queries did not touch
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """Whether an error reading or writing the spool says its file is damaged."""
+    if isinstance(exc, SpoolError):
+        return exc.corrupt
+    text = str(exc)
+    return isinstance(exc, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text)
+
+
+def salvage(aside: str, spool: Spool) -> int | None:
+    """Copy the pending events still readable in a spool moved aside as corrupt into ``spool``,
+    each under its own event id, once (a ``.carried`` file beside it says it was done); return
+    how many, or None when it was done before. Each row is read on its own, so a damaged page
+    loses only the rows on it; those, and the events that had failed, stay in the file moved
+    aside."""
+    if os.path.exists(aside + CARRIED_SUFFIX):
+        return None
+    try:
+        db = sqlite3.connect(aside, timeout=1.0)
+    except sqlite3.Error:
+        return 0
+    copied = 0
+    try:
+        last = _last_seq(db)
+        for seq in range(1, last + 1):
+            try:
+                row = db.execute(
+                    "SELECT event_id, client, event, session_id, received_at, record, state"
+                    " FROM events WHERE seq = ?",
+                    (seq,),
+                ).fetchone()
+                record = json.loads(row[5]) if row is not None and row[6] == PENDING else None
+            except (sqlite3.Error, ValueError):
+                continue
+            if not isinstance(record, dict):
+                continue
+            _, new = spool.append(
+                event_id=row[0],
+                client=row[1],
+                event=row[2],
+                session_id=row[3],
+                received_at=row[4],
+                record=record,
+            )
+            copied += new
+    finally:
+        db.close()
+    os.close(os.open(aside + CARRIED_SUFFIX, os.O_WRONLY | os.O_CREAT, 0o600))
+    return copied
+
+
+def _last_seq(db: sqlite3.Connection) -> int:
+    for query in ("SELECT seq FROM sqlite_sequence WHERE name = 'events'", "SELECT max(seq) FROM events"):
+        try:
+            row = db.execute(query).fetchone()
+        except sqlite3.Error:
+            continue
+        if row is not None and row[0] is not None:
+            return int(row[0])
+    return 0
 
 
 def open_spool(path: str, *, timeout: float = 10.0) -> tuple[Spool, str | None]:
-    """The spool, after moving a corrupt one aside if need be; also the quarantined file's name."""
+    """The spool, after moving a corrupt one aside if need be; also the quarantined file's name
+    (its pending events are not carried over here: see :func:`salvage`)."""
     try:
         return Spool(path, timeout=timeout), None
     except SpoolError as exc:

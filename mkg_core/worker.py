@@ -38,7 +38,17 @@ from .plugins import make_plugin_manager
 from .resolution import EventResolver, Prepared
 from .sessions import record_event
 from .settings import Settings, load_settings
-from .spool import Spool, SpoolError, SpoolRow, import_overflow, open_spool
+from .spool import (
+    Spool,
+    SpoolError,
+    SpoolRow,
+    import_overflow,
+    is_corruption,
+    open_spool,
+    quarantine,
+    quarantined_spools,
+    salvage,
+)
 from .worker_socket import WorkerSocket
 
 log = logging.getLogger("mkg.worker")
@@ -139,6 +149,8 @@ class Worker:
                     if self.drain_once():
                         continue
                 except Exception as exc:  # a bug must not take capture down: log, back off, go on
+                    if is_corruption(exc) and self._recover_spool():
+                        continue
                     log.exception("draining the spool failed")
                     self._defer(f"{type(exc).__name__}: {exc}")
                 if self._idle_expired():
@@ -178,10 +190,30 @@ class Worker:
         return not self.spool.pending(1) and not self.spool.job_counts()["pending"]
 
     def _open_spool(self) -> Spool:
-        spool, aside = open_spool(self.paths.spool)
-        if aside:
-            log.error("the spool was corrupt; moved it to %s and started a new one", aside)
+        spool, _ = open_spool(self.paths.spool)
+        self._carry_over(spool)
         return spool
+
+    def _recover_spool(self) -> bool:
+        """The spool turned out damaged while draining (a page the opening checks did not read):
+        move it aside, start a new one and carry over what can still be read."""
+        aside = quarantine(self.paths.spool)
+        if aside is None:
+            return False
+        with contextlib.suppress(Exception):
+            self.spool.close()
+        self.spool = self._open_spool()
+        return True
+
+    def _carry_over(self, spool: Spool) -> None:
+        """Take in the pending events of spools moved aside as corrupt (by this worker or by a
+        hook), each file once."""
+        for aside in quarantined_spools(self.paths.root):
+            copied = salvage(aside, spool)
+            if copied is not None:
+                log.error(
+                    "the spool was corrupt and moved to %s: %d pending event(s) carried over", aside, copied
+                )
 
     def _fresh_spool(self) -> None:
         """Reopen the spool when a hook moved a corrupt one aside, and take in the overflow
@@ -202,7 +234,12 @@ class Worker:
         if time.monotonic() < self._retry_at:
             return False
         self._fresh_spool()
-        rows = self.spool.pending(BATCH_SIZE)
+        try:
+            rows = self.spool.pending(BATCH_SIZE)
+        except Exception as exc:
+            if is_corruption(exc) and self._recover_spool():
+                return True
+            raise
         if not rows:
             return False
         self.last_activity = time.monotonic()

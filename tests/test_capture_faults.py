@@ -357,3 +357,37 @@ def test_a_short_soak_loses_duplicates_and_reorders_nothing(neo4j_server: Neo4jS
     assert report["hooks_not_recording"] == 0, report["hook_failure_examples"]
     assert report["spool"]["failed"] == 0 and report["spool"]["pending"] == 0
     assert report["traced_hooks"] == report["events_sent"]  # every hook said where its time went
+
+
+def test_a_spool_damaged_in_the_middle_is_moved_aside_and_what_it_holds_carried_over(
+    capture: CaptureRig, graph: Graph
+) -> None:
+    runtime.ensure_private_dir(capture.paths.root)
+    with capture.spool() as spool:  # 300 events of about 3 KB: the file spans many pages
+        for index in range(300):
+            spool.append(
+                event_id=f"claude:damaged:PreToolUse:{index:04d}",
+                client="claude",
+                event="PreToolUse",
+                session_id="damaged",
+                received_at=f"2026-01-01T00:00:{index // 10:02d}.{index:06d}Z",
+                record={
+                    "payload": _payload("PreToolUse", session_id="damaged", tool_use_id=f"t{index}"),
+                    "truncated": [],
+                    "pad": "x" * 3000,
+                },
+            )
+        spool.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(capture.paths.spool, "r+b") as handle:  # pages in the middle of the events table
+        page = 4096
+        handle.seek(120 * page)
+        handle.write(os.urandom(40 * page))
+    assert capture.hook("claude", "Stop", _payload("Stop", session_id="after")).returncode == 0
+    capture.drain()  # before, every drain failed on the damaged pages and nothing moved
+    [aside] = quarantined_spools(capture.paths.root)
+    stored = len(_events(graph, "damaged"))
+    assert 150 < stored < 300  # the readable rows, each once; the rest stay in the file moved aside
+    assert len(_events(graph, "after")) == 1
+    assert capture.counts()["pending"] == 0
+    capture.drain()  # carried over once only
+    assert len(_events(graph, "damaged")) == stored and quarantined_spools(capture.paths.root) == [aside]
