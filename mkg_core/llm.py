@@ -348,7 +348,9 @@ def _claude_cli(
     base = dict(os.environ if environ is None else environ)
     env = {k: v for k, v in base.items() if k not in claude_auth.EXPLICIT_ANTHROPIC_VARS}
     env["MKG_IN_EXTRACTION"] = "1"  # the CLI's own hooks must not record this call
-    argv = ["claude", "-p", "--output-format", "json"]
+    # The corpus is captured text an agent saw: the model reading it gets no tool to act with, no
+    # MCP server, and no other agent.
+    argv = ["claude", "-p", "--output-format", "json", "--tools", "", "--strict-mcp-config"]
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
     if system:
         argv += ["--system-prompt", system]

@@ -200,7 +200,8 @@ def test_claude_cli_backend_runs_claude_print_with_the_recursion_guard(tmp_path:
     assert result.value.score == 2 and result.model == "haiku"
     assert result.usage.prompt_tokens == 12
     seen = record.read_text()
-    assert "-p --output-format json --system-prompt Judge carefully. --model haiku" in seen
+    flags = "-p --output-format json --tools  --strict-mcp-config"  # no tool, no MCP server
+    assert f"{flags} --system-prompt Judge carefully. --model haiku" in seen
     assert "guard:1" in seen and "key:none" in seen and "Is this a fact?" in seen
     assert f"cwd:{tmp_path}" not in seen  # runs in a throw-away folder
 
