@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .contrib import WARM_UP_IDS, CaptureContext, ContextProvider, Job, QueryTool, warm_up_vector
 from .embedding import embed_or_none
-from .injection import FENCE_CLOSE, FENCE_OPEN, neutralise
+from .injection import FENCE_CLOSE, FENCE_OPEN, instruction_like, neutralise
 from .learnings import collapse
 from .llm import FENCE_RULE, LLM, LLMError, fence
 from .query_failures import CONSOLIDATABLE, inspect
@@ -185,6 +185,11 @@ def _rows_for(
         sources = [i for i in dict.fromkeys(item.source_execution_ids) if i in batch]
         if not (title and signature and resolution and sources):
             continue  # a pattern needs a name, a signature, a fix and at least one failure behind it
+        words = "\n".join(t for t in (title, resolution, item.root_cause, item.example_fix) if t)
+        steering = instruction_like(words)
+        if steering:  # failures' output is the agent's to write: a "fix" must not steer the model
+            log.warning("an error pattern that reads like an instruction (%r) was not kept", steering)
+            continue
         pid = item.id if item.id in known else pattern_id(project_id, tool_key, signature)
         row = rows.setdefault(pid, {"id": pid, "sources": []})
         row.update(
