@@ -19,6 +19,7 @@ import logging
 import logging.handlers
 import os
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -127,7 +128,7 @@ class Worker:
             target=self.jobs.run_forever, args=(self.paths.spool, self.stopping), name="mkg-jobs", daemon=True
         )
         jobs_thread.start()
-        self.spool.set_meta({"pid": os.getpid(), "started_at": self.started_at, "stopped_at": None})
+        self._note({"pid": os.getpid(), "started_at": self.started_at, "stopped_at": None})
         log.info("worker %s started (spool %s, socket %s)", os.getpid(), self.paths.spool, self.paths.socket)
         self.spool.prune()
         self.publish_answering_tools()
@@ -167,7 +168,7 @@ class Worker:
             server.server_close()
             with contextlib.suppress(OSError):
                 os.unlink(self.paths.socket)
-            self.spool.set_meta({"stopped_at": time.time()})
+            self._note({"stopped_at": time.time()})
             self.close()
             log.info("worker %s stopped (%s)", os.getpid(), reason)
         return reason
@@ -263,7 +264,7 @@ class Worker:
         if self.last_error is not None:  # recovered: `mkg status` shows no stale error
             log.info("events flow again")
             self.last_error = None
-            self.spool.set_meta({"last_error": None, "last_error_at": None, "recovered_at": time.time()})
+            self._note({"last_error": None, "last_error_at": None, "recovered_at": time.time()})
         return True
 
     def _prepare_or_fail(self, row: SpoolRow) -> Prepared | None:
@@ -308,7 +309,7 @@ class Worker:
             self.jobs.record(self.spool, item.event, context, item.settings, item.row.seq)
         self.spool.mark_done(item.row.seq for item in batch)
         self.stats["drained"] += len(batch)
-        self.spool.set_meta({"drained_total": self.stats["drained"], "last_drain_at": time.time()})
+        self._note({"drained_total": self.stats["drained"], "last_drain_at": time.time()})
         self._advance(batch[-1].row.seq)
 
     def context_for(self, item: Prepared, graph: Graph) -> CaptureContext:
@@ -364,9 +365,17 @@ class Worker:
         if reason != self.last_error:
             log.warning("events wait in the spool: %s", reason)
         self.last_error = reason
-        self.spool.set_meta({"last_error": reason, "last_error_at": time.time()})
+        self._note({"last_error": reason, "last_error_at": time.time()})
         self._retry_at = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def _note(self, values: dict[str, object]) -> None:
+        """Record what `mkg status` shows; while another process holds the spool locked this waits
+        for the spool's timeout and then gives up (status only: nothing is lost)."""
+        try:
+            self.spool.set_meta(values)
+        except sqlite3.Error as exc:
+            log.debug("could not record the worker's status in the spool: %s", exc)
 
     def _advance(self, seq: int) -> None:
         with self._drained:

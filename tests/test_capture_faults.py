@@ -27,8 +27,9 @@ from mkg_core.payload import (
     is_dense,
     reduce_dense,
 )
-from mkg_core.spool import overflow_files, quarantined_spools
+from mkg_core.spool import Spool, overflow_files, quarantined_spools
 from mkg_core.testing import BIN_DIR, CaptureRig, Neo4jServer
+from mkg_core.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "harnesses" / "mkg-claude" / "tests" / "payloads"
@@ -391,3 +392,21 @@ def test_a_spool_damaged_in_the_middle_is_moved_aside_and_what_it_holds_carried_
     assert capture.counts()["pending"] == 0
     capture.drain()  # carried over once only
     assert len(_events(graph, "damaged")) == stored and quarantined_spools(capture.paths.root) == [aside]
+
+
+def test_a_spool_locked_by_another_process_never_stops_the_worker(capture: CaptureRig) -> None:
+    runtime.ensure_private_dir(capture.paths.root)
+    worker = Worker(runtime.Paths(capture.paths.root), environ=capture.env)
+    worker.spool.close()
+    worker.spool = Spool(capture.paths.spool, timeout=0.2)  # the same file, a short wait for its lock
+    holder = sqlite3.connect(capture.paths.spool)  # a backup tool, an sqlite3 shell
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        worker._defer("Neo4j is down")  # before: `database is locked` escaped and ended the worker
+        assert worker.last_error == "Neo4j is down"
+    finally:
+        holder.rollback()
+        holder.close()
+    worker._defer("Neo4j is still down")  # unlocked: recorded for `mkg status` again
+    assert worker.spool.meta()["last_error"] == "Neo4j is still down"
+    worker.close()
