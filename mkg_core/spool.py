@@ -432,6 +432,8 @@ def write_overflow(root: str, received_ns: int, entry: dict[str, object]) -> str
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(entry, handle, ensure_ascii=False)
+        handle.flush()
+        os.fsync(handle.fileno())  # on disk before its name says it is whole, as the spool's rows are
     final = os.path.join(folder, name + ".json")
     os.replace(temporary, final)
     return final
