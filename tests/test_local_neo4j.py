@@ -24,6 +24,7 @@ from mkg_core.errors import GraphUnavailable
 from mkg_core.graph import Graph
 from mkg_core.localdb import DownloadError, LocalNeo4j, load_lock
 from mkg_core.localdb.artifacts import fetch_all
+from mkg_core.localdb.instance import pick_port, port_is_free
 from mkg_core.settings import load_settings
 from mkg_core.testing import BIN_DIR, Neo4jServer, neo4j_jar_cache
 
@@ -158,6 +159,19 @@ def test_the_shipped_lock_pins_neo4j_community_on_maven_central() -> None:
     assert all(len(a.sha256) == 64 and a.size > 0 for a in lock.artifacts)
     assert len({a.filename for a in lock.artifacts}) == len(lock.artifacts)  # one folder holds them all
     assert LocalNeo4j(Path("/nonexistent"), jars=neo4j_jar_cache(), environ={}).installed()
+
+
+# -- ports ---------------------------------------------------------------------------------------------
+
+
+def test_a_port_another_program_has_gives_way_to_a_free_one() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        chosen = pick_port(taken)
+        assert chosen != taken and port_is_free(chosen)
+    assert pick_port(taken) == taken  # free again: the port asked for is the one used
 
 
 # -- Java ----------------------------------------------------------------------------------------------

@@ -128,6 +128,11 @@ def free_port() -> int:
         return port
 
 
+def pick_port(wanted: int = DEFAULT_PORT) -> int:
+    """``wanted`` when a server could listen on it, else a free port."""
+    return wanted if port_is_free(wanted) else free_port()
+
+
 class LocalNeo4j:
     """The Neo4j in ``home`` run from the jars of ``lock`` (kept under ``jars``)."""
 
@@ -211,7 +216,7 @@ class LocalNeo4j:
                 self._write_state(state)
             return self.credentials()
         if port is None:
-            port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
+            port = pick_port()
         password = password or secrets.token_urlsafe(24)
         if len(password) < 8:
             raise LocalNeo4jError("Neo4j passwords have at least 8 characters")

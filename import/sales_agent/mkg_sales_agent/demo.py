@@ -43,6 +43,7 @@ from mkg_core.harness_install import executable
 from mkg_core.injection import FENCE_OPEN
 from mkg_core.llm import default_model, readiness
 from mkg_core.localdb import Credentials, LocalNeo4j
+from mkg_core.localdb.instance import pick_port
 from mkg_core.schema import apply_schema
 from mkg_core.settings import Settings, load_settings
 from mkg_core.spool import Spool
@@ -170,10 +171,15 @@ SESSION_TWO_PROMPT = "Which of my at-risk renewals should I call first this week
 
 
 def local_neo4j(port: int, console: Console) -> Credentials:
-    """MKG's own Neo4j (``mkg neo4j``), installed, set up (on ``port`` the first time, when free)
-    and started as far as needed; its credentials."""
+    """MKG's own Neo4j (``mkg neo4j``), installed, set up (on ``port`` the first time, else on a
+    free one when another program has it) and started as far as needed; its credentials."""
     db = LocalNeo4j.for_user(os.environ)
-    return ensure_running(db, port=None if db.exists() else port, console=console)
+    if db.exists():
+        return ensure_running(db, console=console)
+    chosen = pick_port(port)
+    if chosen != port:
+        console.print(f"Port {port} on 127.0.0.1 is taken; MKG's Neo4j will listen on port {chosen}.")
+    return ensure_running(db, port=chosen, console=console)
 
 
 class Replay:
@@ -462,6 +468,7 @@ def run_demo(app: App, port: int, console: Console) -> None:
     "--port",
     default=7687,
     show_default=True,
+    type=click.IntRange(1, 65535),
     help="Bolt port of MKG's own Neo4j when the demo sets it up (a free one when this one is taken).",
 )
 @pass_app
