@@ -20,9 +20,16 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import neo4j
-from neo4j.exceptions import AuthError, ConstraintError, ServiceUnavailable, SessionExpired
+from neo4j.exceptions import (
+    AuthError,
+    ConfigurationError,
+    ConstraintError,
+    ServiceUnavailable,
+    SessionExpired,
+)
 
 from .errors import GraphUnavailable
 from .settings import secret
@@ -30,7 +37,7 @@ from .settings import secret
 if TYPE_CHECKING:
     from .settings import Settings
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "uri_problem"]
 
 T = TypeVar("T")
 
@@ -38,12 +45,37 @@ T = TypeVar("T")
 CONNECTION_TIMEOUT = 5.0
 #: URI schemes of a routing driver (a cluster, Aura), where bookmarks are shared between processes.
 ROUTING_SCHEMES = ("neo4j://", "neo4j+s://", "neo4j+ssc://")
+#: The URI schemes of the Bolt driver (the driver's HTTP ones are a preview MKG does not use).
+URI_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 #: A write transaction refused by a unique constraint is run again this many times.
 CONSTRAINT_RETRIES = 3
 
 
 def routing(uri: str) -> bool:
     return uri.lower().startswith(ROUTING_SCHEMES)
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why the driver cannot use ``uri`` as NEO4J_URI, as a sentence naming the setting; None when
+    it can try it."""
+    scheme, sep, rest = uri.partition("://")
+    netloc = rest.partition("/")[0]
+    if "@" in netloc:  # a password in a message would end up in logs
+        shown = f"{scheme}{sep}***@{netloc.rpartition('@')[2]}{rest[len(netloc) :]}"
+        return f"NEO4J_URI {shown!r} carries a user name: put it in NEO4J_USERNAME and NEO4J_PASSWORD"
+    if not sep or scheme.lower() not in URI_SCHEMES:
+        schemes = ", ".join(f"{name}://" for name in URI_SCHEMES)
+        return f"NEO4J_URI {uri!r} is not a Neo4j URI: those start with {schemes} (bolt://localhost:7687)"
+    try:
+        parts = urlsplit(uri)
+        host, _ = parts.hostname or "", parts.port  # reading the port checks it is a number
+    except ValueError as exc:  # a port that is not a number from 0 to 65535, an unclosed [IPv6]
+        return f"NEO4J_URI {uri!r} is not a valid URI ({exc})"
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return f"NEO4J_URI {uri!r} has a host name with an empty or overlong part between its dots"
+    return None
 
 
 class SharedBookmarks:
@@ -97,19 +129,28 @@ def make_driver(
     ``max_retry_time`` bounds how long a managed transaction is retried on transient errors;
     the worker keeps it short because it retries whole batches itself, with backoff.
     """
+    uri = settings.neo4j_uri
+    problem = uri_problem(uri)
+    if problem is not None:
+        raise GraphUnavailable(f"{problem}; fix NEO4J_URI (or --db-url), or run `mkg setup`")
     password = secret(settings.neo4j_password)
     auth = (settings.neo4j_username, password) if password is not None else None
-    return neo4j.GraphDatabase.driver(
-        settings.neo4j_uri,
-        auth=auth,
-        connection_timeout=connection_timeout,
-        connection_acquisition_timeout=connection_timeout * 2,
-        max_transaction_retry_time=max_retry_time,
-        user_agent="mkg",
-        # MKG's queries name properties and relationships a young graph does not have yet; the
-        # server's notices about that are noise in every log.
-        notifications_min_severity="OFF",
-    )
+    try:
+        return neo4j.GraphDatabase.driver(
+            uri,
+            auth=auth,
+            connection_timeout=connection_timeout,
+            connection_acquisition_timeout=connection_timeout * 2,
+            max_transaction_retry_time=max_retry_time,
+            user_agent="mkg",
+            # MKG's queries name properties and relationships a young graph does not have yet; the
+            # server's notices about that are noise in every log.
+            notifications_min_severity="OFF",
+        )
+    except ConfigurationError as exc:  # what else the driver refuses in a URI (a query on bolt://)
+        raise GraphUnavailable(
+            f"NEO4J_URI {uri!r} cannot be used: {exc}; fix NEO4J_URI (or --db-url), or run `mkg setup`"
+        ) from None
 
 
 class Graph:
@@ -200,4 +241,12 @@ def _translate_errors(graph: Graph) -> Iterator[None]:
     except (ServiceUnavailable, SessionExpired, OSError) as exc:
         raise GraphUnavailable(
             f"Neo4j is not reachable ({exc}); is it running? Check NEO4J_URI or run `mkg doctor`"
+        ) from exc
+    except ValueError as exc:
+        # The driver reports some failures to look its address up as a ValueError caused by the
+        # OSError of the lookup; any other ValueError is not about reaching Neo4j.
+        if not isinstance(exc.__cause__, OSError):
+            raise
+        raise GraphUnavailable(
+            f"Neo4j's address cannot be looked up ({exc}); check NEO4J_URI (or --db-url)"
         ) from exc

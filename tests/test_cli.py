@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from mkg_core import envfiles
 from mkg_core.cli import build_cli
 from mkg_core.envfiles import parse_env_file
+from mkg_core.settings import load_settings
 from mkg_core.testing import drop_schema
 
 BIN = Path(sys.executable).parent
@@ -205,3 +207,139 @@ def test_doctor_when_neo4j_is_down(isolated_environment: Path) -> None:
     assert result.returncode == 1
     assert checks["neo4j"]["status"] == "fail"
     assert "not reachable" in checks["neo4j"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "problem"),
+    [
+        pytest.param("notauri", "is not a Neo4j URI", id="no-scheme"),
+        pytest.param("bolt://localhost:notaport", "is not a valid URI", id="port-not-a-number"),
+    ],
+)
+def test_a_malformed_neo4j_uri_is_one_line_in_every_command(uri: str, problem: str) -> None:
+    doctor = run(str(BIN / "mkg"), "--db-url", uri, "doctor", "--json")
+    assert doctor.returncode == 1 and "Traceback" not in doctor.stderr, doctor.stderr
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)}
+    assert checks["neo4j"]["status"] == "fail"
+    assert problem in checks["neo4j"]["detail"] and "NEO4J_URI" in checks["neo4j"]["fix"]
+    for command in (["schema", "apply"], ["entities", "list"]):
+        result = run(str(BIN / "mkg"), "--db-url", uri, *command)
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.startswith("Error: NEO4J_URI ") and problem in result.stderr
+        assert "--db-url" in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("uri", ["notauri", "http://localhost:7474", "bolt://localhost:notaport"])
+def test_setup_refuses_a_uri_the_driver_cannot_use(isolated_environment: Path, host, uri: str) -> None:
+    result = CliRunner().invoke(build_cli(host), ["setup", "--non-interactive", "--neo4j-uri", uri])
+    assert result.exit_code == 2, result.output
+    assert f"NEO4J_URI {uri!r}" in result.output
+    assert not (isolated_environment / ".config" / "meta-knowledge-graph" / ".env").exists()
+
+
+def test_setup_asks_again_for_a_uri_the_driver_cannot_use(isolated_environment: Path) -> None:
+    import pty
+
+    env = {**os.environ, "TERM": "dumb", "MKG_LOAD_PLUGINS": ""}
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        os.execve(str(BIN / "mkg"), [str(BIN / "mkg"), "setup"], env)
+    output = _read_until(fd, (b"Neo4j URI",))
+    os.write(fd, b"localhost:7687\r")
+    output += _read_until(fd, (b"is not a Neo4j URI",))
+    os.write(fd, b"bolt://localhost:7687\r")
+    output += _read_until(fd, (b"Neo4j user",))
+    assert output.count(b"Neo4j URI [bolt://localhost:7687]") == 2, output  # asked again
+    os.write(fd, b"\x03")  # Ctrl-C: nothing is written
+    os.waitpid(pid, 0)
+    assert not (isolated_environment / ".config" / "meta-knowledge-graph" / ".env").exists()
+
+
+def _setup(host, *args: str) -> tuple[int, str, BaseException | None]:
+    result = CliRunner().invoke(build_cli(host), ["setup", "--non-interactive", *args])
+    return result.exit_code, result.output, result.exception
+
+
+def test_setup_that_cannot_write_its_file_says_why_in_one_line(
+    isolated_environment: Path, host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = isolated_environment / "real-config"
+    real.mkdir()
+    linked = isolated_environment / "linked-config"
+    linked.symlink_to(real)
+    monkeypatch.setenv("MKG_CONFIG_DIR", str(linked))
+    code, output, exception = _setup(host)
+    assert (code, type(exception)) == (1, SystemExit), output
+    assert output.startswith(f"Error: cannot write {linked / '.env'}: {linked} is not a folder (a link")
+    assert output.count("\n") == 1
+
+    afile = isolated_environment / "afile"
+    afile.write_text("")
+    monkeypatch.setenv("MKG_CONFIG_DIR", str(afile / "config"))
+    code, output, exception = _setup(host)
+    assert (code, type(exception)) == (1, SystemExit), output
+    assert output.startswith(f"Error: cannot write {afile / 'config' / '.env'}: ") and output.count("\n") == 1
+
+    code, output, exception = _setup(host, "--path", str(afile / "mkg.env"))
+    assert (code, type(exception)) == (1, SystemExit), output
+    assert output == f"Error: cannot write {afile / 'mkg.env'}: {afile} is not a folder\n"
+
+
+def test_setup_path_in_a_missing_folder_is_refused_and_the_folder_not_made(
+    isolated_environment: Path, host
+) -> None:
+    missing = isolated_environment / "projects" / "billing"
+    code, output, exception = _setup(host, "--path", str(missing / ".mkg.env"))
+    assert (code, type(exception)) == (1, SystemExit), output
+    assert f"the folder {missing} does not exist" in output and output.count("\n") == 1
+    assert not (isolated_environment / "projects").exists()
+    # the user's own config folder is still made when missing
+    code, output, _ = _setup(host)
+    assert code == 0, output
+    assert (isolated_environment / ".config" / "meta-knowledge-graph" / ".env").is_file()
+
+
+def test_setup_path_writes_a_projects_file_and_leaves_its_folder_alone(
+    isolated_environment: Path, host
+) -> None:
+    repo = isolated_environment / "repo"
+    repo.mkdir(mode=0o755)
+    repo.chmod(0o755)
+    code, output, _ = _setup(host, "--path", str(repo / ".mkg.env"), "--neo4j-database", "billing")
+    assert code == 0, output
+    assert stat.S_IMODE((repo / ".mkg.env").stat().st_mode) == 0o600
+    assert stat.S_IMODE(repo.stat().st_mode) == 0o755  # the project's folder is the user's, not MKG's
+    assert envfiles.is_trusted(os.environ, repo / ".mkg.env")  # written by `mkg setup`: read from now on
+    assert load_settings(project_root=repo).neo4j_database == "billing"
+
+
+def test_ui_with_an_invalid_setting_is_one_line(host, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MKG_RECALL_LIMIT", "abc")
+    result = CliRunner().invoke(build_cli(host), ["ui", "--no-browser"])
+    assert (result.exit_code, type(result.exception)) == (1, SystemExit), result.output
+    assert result.output.startswith("Error: invalid settings: MKG_RECALL_LIMIT (from the environment)")
+    assert result.output.count("\n") == 1
+
+
+def test_worker_with_an_unusable_state_folder_is_one_line(
+    isolated_environment: Path, host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    afile = isolated_environment / "afile"
+    afile.write_text("")
+    monkeypatch.setenv("MKG_STATE_DIR", str(afile / "state"))
+    result = CliRunner().invoke(build_cli(host), ["worker", "--once"])
+    assert (result.exit_code, type(result.exception)) == (1, SystemExit), result.output
+    assert result.output == (
+        f"Error: the state folder {afile / 'state'} cannot be used (Not a directory); "
+        "point MKG_STATE_DIR at a folder of yours\n"
+    )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkg_sales_agent") is None, reason="needs mkg-sales-agent")
+@pytest.mark.parametrize("port", ["0", "65536"])
+def test_demo_refuses_a_port_out_of_range(port: str) -> None:
+    # a Neo4j of the user's own that answers nowhere: were the port let through, the demo would
+    # stop at it instead of setting up a Neo4j
+    env = {**os.environ, "NEO4J_URI": "bolt://127.0.0.1:1"}
+    result = run(str(BIN / "mkg"), "demo", "--port", port, env=env)
+    assert result.returncode == 2 and "1<=x<=65535" in result.stderr, result.stderr

@@ -7,7 +7,7 @@ import pytest
 from neo4j.exceptions import ClientError
 
 from mkg_core.errors import GraphUnavailable
-from mkg_core.graph import Graph
+from mkg_core.graph import Graph, uri_problem
 from mkg_core.schema import apply_schema, core_statements, vector_dimension_mismatches, vector_index
 from mkg_core.settings import load_settings
 from mkg_core.testing import CORE_SCHEMA
@@ -210,6 +210,54 @@ def test_wrong_password_is_a_clear_error(neo4j_server, tmp_path) -> None:
     env = {**neo4j_server.settings_env(), "NEO4J_PASSWORD": "wrong-password"}
     settings = load_settings(environ=env, project_root=tmp_path)
     with Graph.connect(settings) as graph, pytest.raises(GraphUnavailable, match="refused the credentials"):
+        graph.verify()
+
+
+@pytest.mark.parametrize(
+    ("uri", "problem"),
+    [
+        pytest.param("notauri", "is not a Neo4j URI", id="no-scheme"),
+        pytest.param("http://localhost:7474", "is not a Neo4j URI", id="http"),
+        pytest.param("bolt:localhost:7687", "is not a Neo4j URI", id="no-slashes"),
+        pytest.param("bolt://localhost:notaport", "is not a valid URI", id="port-not-a-number"),
+        pytest.param("bolt://localhost:70000", "is not a valid URI", id="port-out-of-range"),
+        pytest.param("bolt://[::1:7687", "is not a valid URI", id="unclosed-ipv6"),
+        pytest.param("bolt://" + "a" * 70 + ":7687", "host name", id="overlong-host-label"),
+        pytest.param("bolt://neo4j:s3cret@localhost:7687", "carries a user name", id="password-in-uri"),
+        pytest.param("bolt://localhost:7687?region=eu", "cannot be used", id="routing-context-on-bolt"),
+    ],
+)
+def test_a_malformed_uri_is_a_clear_error_naming_the_setting(uri: str, problem: str, tmp_path) -> None:
+    settings = load_settings(environ={"NEO4J_URI": uri}, project_root=tmp_path)
+    with pytest.raises(GraphUnavailable) as caught:
+        Graph.connect(settings)
+    message = str(caught.value)
+    assert message.startswith("NEO4J_URI ") and problem in message
+    assert "--db-url" in message and "\n" not in message
+    assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "bolt://localhost:7687",
+        "BOLT://localhost",
+        "bolt+s://db.example.com:7687",
+        "bolt+ssc://10.0.0.5",
+        "neo4j://localhost:7687",
+        "neo4j+s://abcd1234.databases.neo4j.io",
+        "neo4j+ssc://[::1]:7687",
+    ],
+)
+def test_the_driver_s_uris_pass(uri: str) -> None:
+    assert uri_problem(uri) is None
+
+
+def test_an_address_the_driver_cannot_look_up_is_a_clear_error() -> None:
+    # The driver built directly, without MKG's check of the URI: its own failure to look the
+    # address up (a ValueError from the lookup's OSError here) is reported like an outage.
+    driver = neo4j.GraphDatabase.driver("bolt://localhost:notaport", connection_timeout=1.0)
+    with Graph(driver, "neo4j") as graph, pytest.raises(GraphUnavailable, match="NEO4J_URI"):
         graph.verify()
 
 

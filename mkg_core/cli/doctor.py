@@ -142,7 +142,10 @@ def parse_version(agent: str) -> tuple[int, ...]:
 
 
 def check_graph(host: PluginHost, settings: Settings) -> list[Check]:
-    graph = Graph.connect(settings)
+    try:
+        graph = Graph.connect(settings)
+    except MkgError as exc:  # a URI the driver cannot use
+        return [Check("neo4j", "fail", str(exc), "fix NEO4J_URI (or --db-url), or run `mkg setup`")]
     try:
         try:
             agent = graph.verify()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -41,9 +42,11 @@ QUESTIONS: tuple[Question, ...] = (
 FLAG_VARIABLES = {q.variable.lower().replace("_", "-"): q.variable for q in QUESTIONS}
 
 
-def write_env_file(path: Path, values: dict[str, str]) -> None:
-    """Write ``values`` to ``path`` atomically, readable by the owner only (mode 600)."""
-    runtime.ensure_private_dir(str(path.parent))
+def write_env_file(path: Path, values: dict[str, str], *, private_folder: bool = True) -> None:
+    """Write ``values`` to ``path`` atomically, readable by the owner only (mode 600); with
+    ``private_folder``, its folder is MKG's own and made owner-only too (mode 700)."""
+    if private_folder:
+        runtime.ensure_private_dir(str(path.parent))
     lines = ["# Meta Knowledge Graph settings, written by `mkg setup`.", ""]
     lines += [envfiles.format_env_line(key, value) for key, value in values.items()]
     fd, tmp = tempfile.mkstemp(prefix=".env.", dir=path.parent)
@@ -88,7 +91,29 @@ def _check_value(variable: str, value: str) -> str:
         raise click.BadParameter(f"{variable} must be one line")
     if "'" in value and '"' in value:
         raise click.BadParameter(f"{variable} cannot contain both ' and \" characters")
+    if variable == "NEO4J_URI" and value:
+        from ..graph import uri_problem
+
+        problem = uri_problem(value)
+        if problem is not None:
+            raise click.BadParameter(problem)
     return value
+
+
+def _target(target: str | None) -> Path:
+    """The file to write: the user's own (its folder made when missing), or ``--path`` in a folder
+    that exists."""
+    if not target:
+        return envfiles.user_env_file(os.environ)
+    path = Path(target).expanduser()
+    if path.parent.is_dir():
+        return path
+    if path.parent.exists():
+        raise click.ClickException(f"cannot write {path}: {path.parent} is not a folder")
+    raise click.ClickException(
+        f"cannot write {path}: the folder {path.parent} does not exist (create it first, "
+        "or choose another --path)"
+    )
 
 
 @click.command("setup")
@@ -97,7 +122,8 @@ def _check_value(variable: str, value: str) -> str:
     "target",
     type=click.Path(dir_okay=False),
     default=None,
-    help="File to write (default: ~/.config/meta-knowledge-graph/.env, or under MKG_CONFIG_DIR).",
+    help="File to write, in a folder that exists (default: ~/.config/meta-knowledge-graph/.env, "
+    "or under MKG_CONFIG_DIR, its folder made when missing).",
 )
 @click.option(
     "--non-interactive", is_flag=True, help="Never prompt; use flags and the file's current values."
@@ -145,7 +171,7 @@ def setup_command(
         for s in app.host.declared_settings()
         if s.question and s.variable not in FLAG_VARIABLES.values()
     )
-    path = Path(target).expanduser() if target else envfiles.user_env_file(os.environ)
+    path = _target(target)
     values = envfiles.parse_env_file(path) if path.is_file() else {}
     given = {
         FLAG_VARIABLES[name.replace("_", "-")]: value for name, value in flags.items() if value is not None
@@ -169,7 +195,10 @@ def setup_command(
                 given[question.variable] = answer
         else:
             answer = click.prompt(
-                question.prompt, default=current or question.default or "", show_default=True
+                question.prompt,
+                default=current or question.default or "",
+                show_default=True,
+                value_proc=functools.partial(_check_value, question.variable),
             )
             if answer or current:
                 given[question.variable] = answer
@@ -179,5 +208,11 @@ def setup_command(
         if question.default and not values.get(question.variable):
             values[question.variable] = question.default
     values = {key: value for key, value in values.items() if value != ""}
-    write_env_file(path, values)
+    try:
+        # A --path folder is the user's (a project's root, say): left as it is, only the file is private.
+        write_env_file(path, values, private_folder=not target)
+        if path.name == envfiles.PROJECT_ENV_FILE:  # written here, so read from now on
+            envfiles.trust_env_file(os.environ, path)
+    except OSError as exc:  # a linked or foreign config folder, a folder that cannot be made
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
     click.echo(f"Wrote {path} (mode 600, {len(values)} settings). Run `mkg doctor` to check them.")

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..errors import GraphUnavailable
-from . import App, fail, pass_app
+from . import App, fail, guarded, pass_app
 
 #: How long to wait for the local Neo4j MKG starts itself when it was down.
 LOCAL_START_SECONDS = 60
@@ -35,6 +35,10 @@ def ui_command(app: App, port: int, no_browser: bool) -> None:
     token made for this start (exchanged for a session cookie), and every change needs the page's
     CSRF token. Ctrl-C stops it.
     """
+    guarded(lambda: _serve(app, port, no_browser))
+
+
+def _serve(app: App, port: int, no_browser: bool) -> None:
     import uvicorn
 
     from ..connections import Connections

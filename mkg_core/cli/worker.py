@@ -11,8 +11,9 @@ from typing import Any
 import click
 
 from .. import runtime
+from ..errors import ConfigError
 from ..spool import Spool, SpoolError, overflow_files, quarantined_spools
-from . import App, fail, pass_app, print_json
+from . import App, fail, guarded, pass_app, print_json
 
 #: CLI connection flags, as the variables the worker reads.
 _OVERRIDE_VARIABLES = {
@@ -38,9 +39,18 @@ def worker_group(ctx: click.Context, once: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    app: App = ctx.obj
+    guarded(lambda: _run_foreground(ctx.obj, once))
+
+
+def _run_foreground(app: App, once: bool) -> None:
     paths = runtime.Paths.from_env()
-    fd = runtime.acquire_worker_lock(paths)
+    try:
+        fd = runtime.acquire_worker_lock(paths)
+    except OSError as exc:  # a state folder under a file, a link, another user's
+        raise ConfigError(
+            f"the state folder {paths.root} cannot be used ({exc.strerror or exc}); "
+            "point MKG_STATE_DIR at a folder of yours"
+        ) from None
     if fd is None:
         fail(f"a worker is already running (pid {runtime.worker_pid(paths)}); `mkg worker stop` stops it")
         return
