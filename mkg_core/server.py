@@ -277,20 +277,22 @@ def serve_command(
     Over HTTP every request needs the bearer token that this command prints (kept in
     <config dir>/http-token, mode 600, or MKG_HTTP_TOKEN), and Host/Origin headers are checked.
     """
+    from .cli import App
     from .http_auth import is_loopback
     from .plugins import make_plugin_manager
 
     environ = dict(os.environ)
     cwd = os.getcwd()
+    # `mkg --db-url ... serve`: the flags given to `mkg` count too, unless given again here.
+    app = click.get_current_context().find_object(App)
+    outer = {key: value for key, value in (app.overrides if app else {}).items() if value is not None}
+    given = {"neo4j_uri": db_url, "neo4j_username": username, "neo4j_password": password}
+    given |= {"neo4j_database": database, "neo4j_transport": transport}
     try:
         settings = load_settings(
             environ=environ,
             project_root=default_project_root(environ, cwd),
-            neo4j_uri=db_url,
-            neo4j_username=username,
-            neo4j_password=password,
-            neo4j_database=database,
-            neo4j_transport=transport,
+            **{**outer, **{key: value for key, value in given.items() if value is not None}},
         )
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None

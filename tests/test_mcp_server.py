@@ -97,6 +97,17 @@ def test_tools_list_answers_without_neo4j_and_calls_say_it_is_down(tmp_path: Pat
     assert error and "Neo4j is not reachable" in message and "mkg doctor" in message
 
 
+def test_mkg_s_own_connection_flags_reach_mkg_serve(env: dict[str, str]) -> None:
+    from mcp.client.stdio import StdioServerParameters
+
+    elsewhere = f"bolt://127.0.0.1:{free_port()}"  # `env` names the test Neo4j; the flag wins
+    server = StdioServerParameters(
+        command=str(BIN_DIR / "mkg"), args=["--db-url", elsewhere, "serve"], env=env
+    )
+    error, message = run(server, lambda c: _call(c, "project_get_context", query="anything"))
+    assert error and "Neo4j is not reachable" in message, message
+
+
 def test_add_learning_then_recall_it(env: dict[str, str], graph: Graph) -> None:
     text = "Deployments go through the helm charts in ops/charts; never kubectl apply by hand."
     added = call(env, "project_add_learning", text=text, confidence=0.9)
