@@ -229,6 +229,10 @@ class Graph:
             return [r.data() for r in s.run(query, dict(params or {}))]
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 @contextmanager
 def _translate_errors(graph: Graph) -> Iterator[None]:
     try:
@@ -240,7 +244,7 @@ def _translate_errors(graph: Graph) -> Iterator[None]:
         ) from exc
     except (ServiceUnavailable, SessionExpired, OSError) as exc:
         raise GraphUnavailable(
-            f"Neo4j is not reachable ({exc}); is it running? Check NEO4J_URI or run `mkg doctor`"
+            f"Neo4j is not reachable ({_one_line(exc)}); is it running? Check NEO4J_URI or run `mkg doctor`"
         ) from exc
     except ValueError as exc:
         # The driver reports some failures to look its address up as a ValueError caused by the
@@ -248,5 +252,5 @@ def _translate_errors(graph: Graph) -> Iterator[None]:
         if not isinstance(exc.__cause__, OSError):
             raise
         raise GraphUnavailable(
-            f"Neo4j's address cannot be looked up ({exc}); check NEO4J_URI (or --db-url)"
+            f"Neo4j's address cannot be looked up ({_one_line(exc)}); check NEO4J_URI (or --db-url)"
         ) from exc

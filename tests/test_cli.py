@@ -17,7 +17,7 @@ from mkg_core import envfiles
 from mkg_core.cli import build_cli
 from mkg_core.envfiles import parse_env_file
 from mkg_core.settings import load_settings
-from mkg_core.testing import drop_schema
+from mkg_core.testing import drop_schema, free_port
 
 BIN = Path(sys.executable).parent
 
@@ -227,6 +227,22 @@ def test_a_malformed_neo4j_uri_is_one_line_in_every_command(uri: str, problem: s
         assert result.returncode == 1, result.stderr
         assert result.stderr.startswith("Error: NEO4J_URI ") and problem in result.stderr
         assert "--db-url" in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_neo4j_that_is_down_is_one_line_at_once(isolated_environment: Path) -> None:
+    env = {**os.environ, "NEO4J_URI": f"bolt://127.0.0.1:{free_port()}"}
+    for command in (["review"], ["prompt", "history"], ["entities", "list"]):
+        result = subprocess.run(
+            [str(BIN / "mkg"), *command], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 1, (command, result.stderr)
+        # Before, each query's retries were waited out and logged first (16-35 s in all).
+        assert "will be retried" not in result.stderr, (command, result.stderr)
+        assert result.stderr.startswith("Error: Neo4j is not reachable") and result.stderr.count("\n") == 1
+    off = subprocess.run([str(BIN / "mkg"), "backfill-embeddings"], env=env, capture_output=True, text=True)
+    assert off.returncode == 1 and off.stderr == (  # EMBEDDING_MODEL=none here: it says so
+        "Error: embeddings are off (EMBEDDING_MODEL=none): set EMBEDDING_MODEL to a model, or to `local`\n"
+    )
 
 
 @pytest.mark.parametrize("uri", ["notauri", "http://localhost:7474", "bolt://localhost:notaport"])

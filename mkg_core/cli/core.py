@@ -12,11 +12,10 @@ from rich.table import Table
 
 from .. import envfiles
 from ..contrib import SeedContext
-from ..graph import Graph
 from ..identity import resolve_project, resolve_user
 from ..plugins import describe_plugins
 from ..schema import apply_schema
-from . import App, fail, guarded, pass_app, print_json
+from . import App, connect, fail, guarded, pass_app, print_json
 from .doctor import ignored_env_note, project_env_fix, untrusted_env_note
 
 
@@ -177,7 +176,7 @@ def schema_apply(app: App, wait: int) -> None:
     def run() -> None:
         settings = app.settings()
         statements = app.host.schema_statements(settings)
-        with Graph.connect(settings) as graph, _progress() as progress:
+        with connect(settings) as graph, _progress() as progress:
             task = progress.add_task("schema", total=len(statements))
 
             def advance(statement: object) -> None:
@@ -221,7 +220,7 @@ def seed_command(app: App, name: str | None) -> None:
             known = ", ".join(sorted(seeders)) or "none"
             raise click.UsageError(f"unknown seeder {name!r} (installed: {known})")
         console = Console()
-        with Graph.connect(settings) as graph, console.status(f"seeding {name}..."):
+        with connect(settings) as graph, console.status(f"seeding {name}..."):
             # a seeder writes memory, linked to its entities: the indexes that needs come first
             apply_schema(graph, app.host.schema_statements(settings), wait_seconds=60)
             context = SeedContext(

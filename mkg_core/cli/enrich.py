@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ..graph import Graph
 from ..identity import resolve_project
 from ..schema import apply_schema
-from . import App, fail, guarded, pass_app
+from . import App, connect, fail, guarded, pass_app
 
 
 @click.command("enrich")
@@ -37,7 +36,7 @@ def enrich_command(
         if not (session_id or everything or project_id):
             scope = resolve_project().id
         languages = {key: tool.language for key, tool in app.host.query_tools(settings).items()}
-        with Graph.connect(settings) as graph:
+        with connect(settings) as graph:
             apply_schema(graph, app.host.schema_statements(settings), wait_seconds=60)
             from ..enrichment import enrich, sessions_to_enrich
 

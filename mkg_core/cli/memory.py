@@ -15,7 +15,7 @@ from ..graph import Graph
 from ..identity import resolve_project, resolve_user
 from ..review import resolve, review_queue
 from ..schema import rebuild_vector_indexes
-from . import App, fail, guarded, pass_app, print_json
+from . import App, connect, fail, guarded, pass_app, print_json
 
 KEYS = {
     "a": "approve",
@@ -51,7 +51,7 @@ def review_command(app: App, as_json: bool, project_id: str | None, limit: int) 
         env = {"MKG_PROJECT_ID": project_id} if project_id else None
         project = resolve_project(environ=env) if env else resolve_project()
         user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
-        with Graph.connect(settings) as graph:
+        with connect(settings) as graph:
             queue = review_queue(graph, project_id=project.id, user_id=user.id, limit=limit)
             if as_json:
                 print_json(queue)
@@ -149,6 +149,9 @@ def backfill_command(app: App, batch: int) -> None:
     def run() -> None:
         settings = app.settings()
         embedder = app.host.embedder(settings)
+        if embedder is None and settings.embedding_model.strip().lower() == "none":
+            fail("embeddings are off (EMBEDDING_MODEL=none): set EMBEDDING_MODEL to a model, or to `local`")
+            return
         if embedder is None:
             fail(
                 "no embedder is available: set the provider key for EMBEDDING_MODEL "
@@ -156,7 +159,7 @@ def backfill_command(app: App, batch: int) -> None:
             )
             return
         dimensions = app.host.vector_dimensions(settings)
-        with Graph.connect(settings) as graph:
+        with connect(settings) as graph:
             rebuilt = rebuild_vector_indexes(graph, app.host.schema_statements(settings), dimensions)
             if rebuilt:
                 click.echo(
@@ -254,7 +257,7 @@ def prompt_show(app: App, scope: str | None, project_id: str | None) -> None:
     """Print a prompt and its version (default: the one sessions here get)."""
 
     def run() -> None:
-        with Graph.connect(app.settings()) as graph:
+        with connect(app.settings()) as graph:
             chosen, project, user = _prompt_scope(app, graph, scope, project_id)
             if chosen is None:
                 click.echo(_nothing_in_effect(project, user))
@@ -280,7 +283,7 @@ def prompt_set(app: App, file: Any, scope: str | None, project_id: str | None) -
 
     def run() -> None:
         text = file.read()
-        with Graph.connect(app.settings()) as graph:
+        with connect(app.settings()) as graph:
             chosen, _, user = _prompt_scope(app, graph, scope, project_id)
             chosen = chosen or system_prompt.Scope.user(user)
             written, version = system_prompt.seed(
@@ -304,7 +307,7 @@ def prompt_history(app: App, scope: str | None, project_id: str | None, as_json:
     folded."""
 
     def run() -> None:
-        with Graph.connect(app.settings()) as graph:
+        with connect(app.settings()) as graph:
             chosen, project, user = _prompt_scope(app, graph, scope, project_id)
             rows = system_prompt.history(graph, chosen) if chosen else []
         if as_json:
@@ -339,7 +342,7 @@ def prompt_diff(app: App, v1: int, v2: int, scope: str | None, project_id: str |
     import difflib
 
     def run() -> None:
-        with Graph.connect(app.settings()) as graph:
+        with connect(app.settings()) as graph:
             chosen, project, user = _prompt_scope(app, graph, scope, project_id)
             if chosen is None:
                 raise system_prompt.PromptError(_nothing_in_effect(project, user))
@@ -362,7 +365,7 @@ def prompt_rollback(app: App, version: int, scope: str | None, project_id: str |
     """Make VERSION's text current again (recorded as a new version, so it can be undone too)."""
 
     def run() -> None:
-        with Graph.connect(app.settings()) as graph:
+        with connect(app.settings()) as graph:
             chosen, project, user = _prompt_scope(app, graph, scope, project_id)
             if chosen is None:
                 raise system_prompt.PromptError(_nothing_in_effect(project, user))
@@ -383,7 +386,7 @@ def prompt_reset(app: App, scope: str | None, project_id: str | None) -> None:
     get the built-in bootstrap. Recorded as a new version; `mkg prompt rollback` undoes it."""
 
     def run() -> None:
-        with Graph.connect(app.settings()) as graph:
+        with connect(app.settings()) as graph:
             chosen, project, user = _prompt_scope(app, graph, scope, project_id)
             if chosen is None:
                 click.echo(_nothing_in_effect(project, user))
