@@ -206,7 +206,11 @@ def readiness(model: str, settings: Settings, *, environ: dict[str, str] | None 
         names = ", ".join(name.upper() for name in PROVIDER_KEYS[provider])
         return False, f"{model} needs {names}"
     # A provider MKG has no setting for: ask litellm what it wants from the environment.
-    report = _litellm().validate_environment(model=model)
+    litellm = _litellm()
+    known = {str(getattr(name, "value", name)) for name in litellm.provider_list}
+    if provider not in known:  # litellm would pass it, and every call would fail
+        return False, f"{model}: {provider!r} is not a provider litellm knows (the part before the /)"
+    report = litellm.validate_environment(model=model)
     missing = [key for key in report.get("missing_keys", []) if key]
     if report.get("keys_in_environment") and not missing:
         return True, f"{model} via the environment"

@@ -100,6 +100,14 @@ def test_no_key_means_not_ready_and_no_call(fake_llm: FakeLLM, tmp_path: Path) -
     assert fake_llm.chats() == []
 
 
+def test_a_provider_litellm_does_not_know_is_not_ready(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, LLM_MODEL="bogus/x")
+    ready, reason = readiness("bogus/x", settings)  # before: "bogus/x via the environment"
+    assert not ready and "'bogus' is not a provider litellm knows" in reason
+    # A provider litellm knows is asked what it needs, as before.
+    assert readiness("ollama/llama3", settings) == (False, "ollama/llama3 needs OLLAMA_API_BASE")
+
+
 def test_model_resolution_is_client_aware(tmp_path: Path) -> None:
     assert LLM(_settings(tmp_path), client="claude").model == "anthropic/claude-haiku-4-5"
     assert LLM(_settings(tmp_path), client="codex").model == "gpt-5.4-mini"
