@@ -448,6 +448,15 @@ def overflow_files(root: str) -> list[str]:
     return [os.path.join(overflow_dir(root), n) for n in names]
 
 
+def unreadable_overflow(root: str) -> list[str]:
+    """Journal entries that could not be read back (set aside as ``.unreadable``), oldest first."""
+    try:
+        names = sorted(n for n in os.listdir(overflow_dir(root)) if n.endswith(".json.unreadable"))
+    except OSError:
+        return []
+    return [os.path.join(overflow_dir(root), n) for n in names]
+
+
 def import_overflow(spool: Spool, root: str) -> int:
     """Move the journal's entries into the spool, oldest first; return how many were new.
 

@@ -326,6 +326,14 @@ def test_mkg_status_shows_what_waits_in_the_journal(capture: CaptureRig) -> None
         [str(BIN_DIR / "mkg"), "status"], env=capture.env, capture_output=True, text=True, check=False
     ).stdout
     assert "Overflow: 1 event(s) in the overflow journal" in out
+    # An entry that cannot be read back is set aside by the worker, and still shown.
+    [entry] = overflow_files(capture.paths.root)
+    Path(entry).write_text("{half an entry")
+    capture.drain()
+    out = capture.mkg("status").stdout
+    assert f"Unreadable journal entry: {entry}.unreadable" in out and "Overflow:" not in out
+    doctor = json.loads(capture.mkg("doctor", "--json").stdout)
+    assert any("could not be read back" in c["detail"] for c in doctor if c["name"] == "capture")
 
 
 # -- a short soak ------------------------------------------------------------------------------------

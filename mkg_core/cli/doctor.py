@@ -351,6 +351,17 @@ def check_capture() -> list[Check]:
                 f"keep it to investigate, or delete it: rm {aside}*",
             )
         )
+    unreadable = spool.get("unreadable_journal") or []
+    if unreadable:
+        checks.append(
+            Check(
+                "capture",
+                "warn",
+                f"{len(unreadable)} overflow journal entr{'y' if len(unreadable) == 1 else 'ies'} could not "
+                f"be read back (first: {unreadable[0]})",
+                "keep them to investigate, or delete them",
+            )
+        )
     return checks
 
 

@@ -12,7 +12,7 @@ import click
 
 from .. import runtime
 from ..errors import ConfigError
-from ..spool import Spool, SpoolError, overflow_files, quarantined_spools
+from ..spool import Spool, SpoolError, overflow_files, quarantined_spools, unreadable_overflow
 from . import App, fail, guarded, pass_app, print_json
 
 #: CLI connection flags, as the variables the worker reads.
@@ -162,6 +162,8 @@ def status_command(app: App, as_json: bool) -> None:
         )
     for aside in spool.get("quarantined_files") or []:
         click.echo(f"Quarantined spool: {aside} (it was corrupt; a new spool took over)")
+    for entry in spool.get("unreadable_journal") or []:
+        click.echo(f"Unreadable journal entry: {entry} (its event could not be read back)")
     if report.get("last_error"):
         click.echo(
             f"Last error: {report['last_error']}"
@@ -219,6 +221,7 @@ def collect_status(paths: runtime.Paths) -> dict[str, Any]:
         )
     spool["overflow"] = len(overflow_files(paths.root))
     spool["quarantined_files"] = quarantined_spools(paths.root)
+    spool["unreadable_journal"] = unreadable_overflow(paths.root)
     last_error = (live or {}).get("last_error") if live else meta.get("last_error")
     last_error_at = meta.get("last_error_at")
     return {
