@@ -316,7 +316,7 @@ def test_setup_path_in_a_missing_folder_is_refused_and_the_folder_not_made(
 
 
 def test_setup_path_writes_a_projects_file_and_leaves_its_folder_alone(
-    isolated_environment: Path, host
+    isolated_environment: Path, host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = isolated_environment / "repo"
     repo.mkdir(mode=0o755)
@@ -327,6 +327,11 @@ def test_setup_path_writes_a_projects_file_and_leaves_its_folder_alone(
     assert stat.S_IMODE(repo.stat().st_mode) == 0o755  # the project's folder is the user's, not MKG's
     assert envfiles.is_trusted(os.environ, repo / ".mkg.env")  # written by `mkg setup`: read from now on
     assert load_settings(project_root=repo).neo4j_database == "billing"
+    # From inside that project, the user's own file is not the one read: setup says so.
+    monkeypatch.chdir(repo)
+    (repo / ".git").mkdir()
+    code, output, _ = _setup(host, "--neo4j-database", "memory")
+    assert code == 0 and f"Note: here MKG reads {repo / '.mkg.env'} instead" in output, output
 
 
 def test_ui_with_an_invalid_setting_is_one_line(host, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -216,3 +216,6 @@ def setup_command(
     except OSError as exc:  # a linked or foreign config folder, a folder that cannot be made
         raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
     click.echo(f"Wrote {path} (mode 600, {len(values)} settings). Run `mkg doctor` to check them.")
+    here = envfiles.resolve_env_file(os.environ, envfiles.default_project_root(os.environ, os.getcwd()))
+    if here is not None and here.resolve() != path.resolve():  # only one settings file is read
+        click.echo(f"Note: here MKG reads {here} instead, so these settings do not apply in this folder.")
