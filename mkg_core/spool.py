@@ -101,6 +101,8 @@ OVERFLOW_DIR = "overflow"
 CORRUPT_SUFFIX = ".corrupt-"
 #: Beside a spool moved aside once its pending events were carried over (:func:`salvage`).
 CARRIED_SUFFIX = ".carried"
+#: Given to an overflow journal entry that cannot be read back.
+UNREADABLE = ".unreadable"
 PENDING, DONE, FAILED = "pending", "done", "failed"
 _COLUMNS = "seq, event_id, client, event, session_id, received_at, record, attempts"
 
@@ -439,22 +441,18 @@ def write_overflow(root: str, received_ns: int, entry: dict[str, object]) -> str
     return final
 
 
-def overflow_files(root: str) -> list[str]:
-    """The journal's complete entries, oldest first."""
+def overflow_files(root: str, ending: str = ".json") -> list[str]:
+    """The journal's complete entries (or those whose names end with ``ending``), oldest first."""
     try:
-        names = sorted(n for n in os.listdir(overflow_dir(root)) if n.endswith(".json"))
+        names = sorted(n for n in os.listdir(overflow_dir(root)) if n.endswith(ending))
     except OSError:
         return []
     return [os.path.join(overflow_dir(root), n) for n in names]
 
 
 def unreadable_overflow(root: str) -> list[str]:
-    """Journal entries that could not be read back (set aside as ``.unreadable``), oldest first."""
-    try:
-        names = sorted(n for n in os.listdir(overflow_dir(root)) if n.endswith(".json.unreadable"))
-    except OSError:
-        return []
-    return [os.path.join(overflow_dir(root), n) for n in names]
+    """Journal entries the worker could not read back and set aside, oldest first."""
+    return overflow_files(root, ".json" + UNREADABLE)
 
 
 def import_overflow(spool: Spool, root: str) -> int:
@@ -471,7 +469,7 @@ def import_overflow(spool: Spool, root: str) -> int:
             record = entry["record"]
         except (OSError, ValueError, KeyError, TypeError):
             with contextlib.suppress(OSError):
-                os.replace(path, path + ".unreadable")
+                os.replace(path, path + UNREADABLE)
             continue
         _, new = spool.append(record=record, **{k: str(v) for k, v in fields.items()})
         imported += int(new)
