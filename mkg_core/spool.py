@@ -316,11 +316,15 @@ class Spool:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def pending(self, limit: int = 100) -> list[SpoolRow]:
-        """The next pending rows, in the order the hooks received them."""
+    def pending(self, limit: int = 100, *, skip_sessions: Iterable[str] = ()) -> list[SpoolRow]:
+        """The next pending rows, in the order the hooks received them (those of ``skip_sessions``
+        left out)."""
+        skip = sorted(skip_sessions)
         rows = self.db.execute(
-            f"SELECT {_COLUMNS} FROM events WHERE state = 'pending' ORDER BY received_at, seq LIMIT ?",
-            (limit,),
+            f"SELECT {_COLUMNS} FROM events WHERE state = 'pending'"
+            f" AND session_id NOT IN ({', '.join('?' * len(skip))})"
+            " ORDER BY received_at, seq LIMIT ?",
+            (*skip, limit),
         ).fetchall()
         return [SpoolRow(*row) for row in rows]
 

@@ -63,6 +63,9 @@ POLL_INTERVAL = 0.05
 QUARANTINE_AFTER = 3
 #: Backoff while Neo4j is unreachable or the settings are invalid, in seconds.
 BACKOFF_START, BACKOFF_MAX = 0.5, 15.0
+#: Seconds the sessions of a project whose settings are invalid wait before they are tried again
+#: (the other projects' events go on meanwhile).
+SETTINGS_RECHECK = 30.0
 LOG_MAX_BYTES, LOG_BACKUPS = 5 * 1024 * 1024, 3
 
 
@@ -115,6 +118,8 @@ class Worker:
         self._drained = threading.Condition()
         self._retry_at = 0.0
         self._backoff = BACKOFF_START
+        #: Sessions whose project's settings are invalid: since when, and why.
+        self._waiting: dict[str, tuple[float, str]] = {}
         self.spool = self._open_spool()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -235,8 +240,10 @@ class Worker:
         if time.monotonic() < self._retry_at:
             return False
         self._fresh_spool()
+        now = time.monotonic()
+        self._waiting = {s: held for s, held in self._waiting.items() if now - held[0] < SETTINGS_RECHECK}
         try:
-            rows = self.spool.pending(BATCH_SIZE)
+            rows = self.spool.pending(BATCH_SIZE, skip_sessions=self._waiting)
         except Exception as exc:
             if is_corruption(exc) and self._recover_spool():
                 return True
@@ -245,11 +252,16 @@ class Worker:
             return False
         self.last_activity = time.monotonic()
         batch: list[Prepared] = []
+        handled = 0
         try:
             for row in rows:
+                if row.session_id in self._waiting:  # keeps its events in order: all of them wait
+                    continue
                 prepared = self._prepare_or_fail(row)
                 if prepared is None:
+                    handled += row.session_id not in self._waiting
                     continue
+                handled += 1
                 if batch and connection_key(batch[0].settings) != connection_key(prepared.settings):
                     self._store(batch)
                     batch = []
@@ -259,9 +271,17 @@ class Worker:
         except RetryLater as exc:
             self._defer(str(exc))
             return False
+        if self._waiting:  # `mkg status` says why some events wait
+            reason = next(iter(self._waiting.values()))[1]
+            if reason != self.last_error:
+                log.warning("the events of %d session(s) wait: %s", len(self._waiting), reason)
+                self.last_error = reason
+                self._note({"last_error": reason, "last_error_at": time.time()})
+            if not handled:
+                return False
         self._backoff = BACKOFF_START
         self._retry_at = 0.0
-        if self.last_error is not None:  # recovered: `mkg status` shows no stale error
+        if self.last_error is not None and not self._waiting:  # recovered: no stale error shown
             log.info("events flow again")
             self.last_error = None
             self._note({"last_error": None, "last_error_at": None, "recovered_at": time.time()})
@@ -276,8 +296,9 @@ class Worker:
             self.stats["failed"] += 1
             self._advance(row.seq)
             return None
-        except ConfigError as exc:
-            raise RetryLater(str(exc)) from exc
+        except ConfigError as exc:  # the project's settings: its sessions wait, the others go on
+            self._waiting[row.session_id] = (time.monotonic(), str(exc))
+            return None
         except Exception as exc:  # a row nothing foresaw: tried again, then quarantined, as below
             self._give_up_or_retry(row, exc)
             return None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mkg_core import hook, runtime
+from mkg_core import envfiles, hook, runtime
 from mkg_core.graph import Graph
 from mkg_core.payload import (
     CUT_KEY,
@@ -418,3 +418,25 @@ def test_a_spool_locked_by_another_process_never_stops_the_worker(capture: Captu
     worker._defer("Neo4j is still down")  # unlocked: recorded for `mkg status` again
     assert worker.spool.meta()["last_error"] == "Neo4j is still down"
     worker.close()
+
+
+def test_a_projects_invalid_settings_hold_back_only_its_own_events(
+    capture: CaptureRig, graph: Graph, tmp_path: Path
+) -> None:
+    broken, fine = tmp_path / "broken", tmp_path / "fine"
+    for repo in (broken, fine):
+        (repo / ".git").mkdir(parents=True)
+    settings = broken / ".mkg.env"
+    settings.write_text("MKG_CONSISTENCY_TOPK=abc\n")  # trusted, then mistyped
+    envfiles.trust_env_file(capture.env, settings)
+    for session, repo in (("held", broken), ("flows", fine), ("held", broken)):
+        capture.hook("claude", "Stop", _payload("Stop", session_id=session, cwd=str(repo)))
+    once = capture.mkg("worker", "--once")
+    assert once.returncode == 1  # some events could not be stored; before, none were
+    assert len(_events(graph, "flows")) == 1
+    assert capture.counts()["pending"] == 2
+    assert "MKG_CONSISTENCY_TOPK" in capture.mkg("status").stdout
+    settings.write_text("MKG_CONSISTENCY_TOPK=4\n")
+    envfiles.trust_env_file(capture.env, settings)
+    capture.drain()
+    assert len(_events(graph, "held")) == 2 and capture.counts()["pending"] == 0
