@@ -455,6 +455,8 @@ SECRET_MARK = "[REDACTED:secret]"
 #: ``X-Api-Key``, ``clientSecret``, Docker's ``auth``), so ``tokenizer`` or ``token_type`` do not.
 _SECRET_KEY = re.compile(r"(?:^|[^a-z])(?:auth|authorization|" + _SECRET_NAME + r")$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+#: A word every name :data:`_SECRET_KEY` matches holds one of these.
+_KEY_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "webhook")
 
 
 def is_secret_entry(key: object, item: object) -> bool:
@@ -462,6 +464,9 @@ def is_secret_entry(key: object, item: object) -> bool:
     and a value that can be one (a string of 4 or more characters, not a boolean or a number, not
     already redacted), as the ``NAME=value`` rule judges it in text."""
     if not isinstance(key, str) or not isinstance(item, str) or len(item.strip()) < 4 or len(key) > 80:
+        return False
+    folded = key.lower()
+    if not any(word in folded for word in _KEY_WORDS):  # most keys: no regular expression run
         return False
     value = item.strip()
     if value.startswith("[REDACTED") or value.lower() in ("true", "false", "null", "none") or value.isdigit():
