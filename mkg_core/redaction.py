@@ -251,18 +251,7 @@ _RULES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
     ),
     (
         "secret-flag",
-        (
-            "--pass",
-            "--token",
-            "--api-key",
-            "--apikey",
-            "--secret",
-            "--client-secret",
-            "--access-key",
-            "--auth-token",
-            "--access-token",
-            "--secret-key",
-        ),
+        ("-pass", "-token", "-api", "-secret", "-access"),  # the flag's last word follows a "-"
         r"(?i)((?<![A-Za-z0-9-])--(?:[a-z0-9]+-)*(?:password|passwd|pass|token|api-key|apikey|secret"
         r"|client-secret|access-key|secret-key)\s+)[\"']?(?!\[REDACTED)(?!-)[^\s\"']{4,}[\"']?",
         r"\1[REDACTED:secret]",
