@@ -30,7 +30,8 @@ from .runtime import SPOOL_FILE, ensure_private_dir
 
 TYPE_CHECKING = False  # typing itself is too slow to import on the hook path
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
+    from typing import Any
 
 #: Rows the worker has stored are kept this long (for ``mkg status``), then pruned.
 DONE_RETENTION_SECONDS = 24 * 3600
@@ -553,9 +554,8 @@ def is_corruption(exc: BaseException) -> bool:
 def salvage(aside: str, spool: Spool) -> int | None:
     """Copy the pending events still readable in a spool moved aside as corrupt into ``spool``,
     each under its own event id, once (a ``.carried`` file beside it says it was done); return
-    how many, or None when it was done before. Each row is read on its own, so a damaged page
-    loses only the rows on it; those, and the events that had failed, stay in the file moved
-    aside."""
+    how many, or None when it was done before. A damaged page loses only the rows on it; those,
+    and the events that had failed, stay in the file moved aside."""
     if os.path.exists(aside + CARRIED_SUFFIX):
         return None
     try:
@@ -564,16 +564,10 @@ def salvage(aside: str, spool: Spool) -> int | None:
         return 0
     copied = 0
     try:
-        last = _last_seq(db)
-        for seq in range(1, last + 1):
+        for row in _readable_rows(db):
             try:
-                row = db.execute(
-                    "SELECT event_id, client, event, session_id, received_at, record, state"
-                    " FROM events WHERE seq = ?",
-                    (seq,),
-                ).fetchone()
-                record = json.loads(row[5]) if row is not None and row[6] == PENDING else None
-            except (sqlite3.Error, ValueError):
+                record = json.loads(row[5]) if row[6] == PENDING else None
+            except (TypeError, ValueError):
                 continue
             if not isinstance(record, dict):
                 continue
@@ -592,15 +586,33 @@ def salvage(aside: str, spool: Spool) -> int | None:
     return copied
 
 
-def _last_seq(db: sqlite3.Connection) -> int:
-    for query in ("SELECT seq FROM sqlite_sequence WHERE name = 'events'", "SELECT max(seq) FROM events"):
+#: How many sequence numbers in a row :func:`_readable_rows` steps over while every read fails
+#: (a damaged page holds a few dozen events; a damaged branch page, some thousands).
+DAMAGED_SPAN = 100_000
+
+
+def _readable_rows(db: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
+    """The rows of a damaged spool's events table that can still be read, in order. Each step
+    seeks the next row past the last one read; a seek that lands on a damaged page is tried again
+    one number further on, so the walk never trusts a count read from a damaged page."""
+    seq, failed = 0, 0
+    while failed < DAMAGED_SPAN:
         try:
-            row = db.execute(query).fetchone()
+            row = db.execute(
+                "SELECT event_id, client, event, session_id, received_at, record, state, seq"
+                " FROM events WHERE seq > ? ORDER BY seq LIMIT 1",
+                (seq,),
+            ).fetchone()
         except sqlite3.Error:
+            seq, failed = seq + 1, failed + 1
             continue
-        if row is not None and row[0] is not None:
-            return int(row[0])
-    return 0
+        if row is None:
+            return
+        if not isinstance(row[7], int) or row[7] <= seq:  # a damaged page out of order
+            seq, failed = seq + 1, failed + 1
+            continue
+        seq, failed = row[7], 0
+        yield row
 
 
 def open_spool(path: str, *, timeout: float = 10.0) -> tuple[Spool, str | None]:

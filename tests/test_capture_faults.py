@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import shutil
 import sqlite3
 import subprocess
@@ -27,7 +28,7 @@ from mkg_core.payload import (
     is_dense,
     reduce_dense,
 )
-from mkg_core.spool import Spool, overflow_files, quarantined_spools
+from mkg_core.spool import Spool, overflow_files, quarantined_spools, salvage
 from mkg_core.testing import BIN_DIR, CaptureRig, Neo4jServer
 from mkg_core.worker import Worker
 
@@ -323,7 +324,12 @@ def test_mkg_status_shows_what_waits_in_the_journal(capture: CaptureRig) -> None
         holder.execute("ROLLBACK")
         holder.close()
     out = subprocess.run(
-        [str(BIN_DIR / "mkg"), "status"], env=capture.env, capture_output=True, text=True, check=False
+        [str(BIN_DIR / "mkg"), "status"],
+        env=capture.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     ).stdout
     assert "Overflow: 1 event(s) in the overflow journal" in out
     # An entry that cannot be read back is set aside by the worker, and still shown.
@@ -390,7 +396,7 @@ def test_a_spool_damaged_in_the_middle_is_moved_aside_and_what_it_holds_carried_
     with open(capture.paths.spool, "r+b") as handle:  # pages in the middle of the events table
         page = 4096
         handle.seek(120 * page)
-        handle.write(os.urandom(40 * page))
+        handle.write(random.Random(7).randbytes(40 * page))  # the same damage every run
     assert capture.hook("claude", "Stop", _payload("Stop", session_id="after")).returncode == 0
     capture.drain()  # before, every drain failed on the damaged pages and nothing moved
     [aside] = quarantined_spools(capture.paths.root)
@@ -400,6 +406,31 @@ def test_a_spool_damaged_in_the_middle_is_moved_aside_and_what_it_holds_carried_
     assert capture.counts()["pending"] == 0
     capture.drain()  # carried over once only
     assert len(_events(graph, "damaged")) == stored and quarantined_spools(capture.paths.root) == [aside]
+
+
+def test_carrying_over_reads_each_row_once_and_never_trusts_a_damaged_counter(tmp_path: Path) -> None:
+    aside, fresh = str(tmp_path / "spool.db.corrupt-1"), str(tmp_path / "spool.db")
+    with Spool(aside) as old:
+        for index in range(12):
+            old.append(
+                event_id=f"claude:s:Stop:{index}",
+                client="claude",
+                event="Stop",
+                session_id="s",
+                received_at=f"2026-01-01T00:00:{index:02d}Z",
+                record={"payload": {"n": index}, "truncated": []},
+            )
+        old.mark_done(range(1, 6))  # stored, then pruned: the rows left start at 6
+        assert old.prune(older_than=-1) == 5
+        old.mark_failed(9, "refused")
+        # The counter sits on a page of its own; damaged, it can say anything.
+        old.db.execute("UPDATE sqlite_sequence SET seq = 9223372036854775000 WHERE name = 'events'")
+    with Spool(fresh) as spool:
+        assert salvage(aside, spool) == 6  # 6..12 but the failed one; before, it counted to 2**63
+        assert [row.event_id for row in spool.pending()] == [
+            f"claude:s:Stop:{index}" for index in (5, 6, 7, 9, 10, 11)
+        ]
+        assert salvage(aside, spool) is None  # once only
 
 
 def test_a_spool_locked_by_another_process_never_stops_the_worker(capture: CaptureRig) -> None:
