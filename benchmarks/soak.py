@@ -55,6 +55,10 @@ DEADLINES = {"SessionStart": 2.0, "UserPromptSubmit": 1.5}
 CAPTURE_DEADLINE = 1.0
 #: Wall time allowed on top of a deadline for starting Python and reading a large payload.
 ALLOWANCE = 0.5
+#: Each hook is stopped after 120 s: with no hook ending for this long, the driver threads are stuck.
+STALL = 600
+#: How long the chaos thread may take to finish its act once the hooks are done (a Neo4j restart).
+CHAOS_END = 600
 
 
 @dataclass
@@ -152,11 +156,22 @@ def drive(
                 sent = queue.pop(0)
             run_session(sent, seed + hash(sent.session) % 1000)
 
-    threads = [threading.Thread(target=worker_loop, args=(rng.randrange(10**6),)) for _ in range(parallel)]
+    threads = [
+        threading.Thread(target=worker_loop, args=(rng.randrange(10**6),), daemon=True)
+        for _ in range(parallel)
+    ]
     for thread in threads:
         thread.start()
+    # Waited for as long as hooks keep ending, however many there are; stuck threads are daemons,
+    # so they do not keep the process alive after the error.
+    seen, moved = -1, time.monotonic()
     for thread in threads:
-        thread.join()
+        while thread.is_alive():
+            thread.join(1)
+            if done[0] != seen:
+                seen, moved = done[0], time.monotonic()
+            elif time.monotonic() - moved > STALL:
+                raise RuntimeError(f"no hook ended in {STALL} s: the soak's driver threads are stuck")
     return plan, outcome
 
 
@@ -265,7 +280,8 @@ def soak(
         chaos_thread = threading.Thread(
             target=lambda: acts.extend(
                 chaos(server, paths, stop, restarts=restarts, kills=kills, every=every)
-            )
+            ),
+            daemon=True,
         )
         chaos_thread.start()
         try:
@@ -274,7 +290,9 @@ def soak(
             )
         finally:
             stop.set()
-            chaos_thread.join()
+            chaos_thread.join(CHAOS_END)
+        if chaos_thread.is_alive():
+            raise RuntimeError(f"the chaos thread had not ended {CHAOS_END} s after the hooks")
         took = time.monotonic() - started
         server.start()  # idempotent: make sure it is up
         if runtime.worker_pid(paths) is None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,19 +108,16 @@ def test_setup_non_interactive_writes_a_private_file(isolated_environment: Path,
 
 def test_setup_prompts_for_secrets_without_echo(isolated_environment: Path) -> None:
     """Interactive run in a real terminal: the password typed is never shown."""
-    import pty
-
-    env = {**os.environ, "TERM": "dumb"}
-    pid, fd = pty.fork()
-    if pid == 0:  # child
-        os.execve(str(BIN / "mkg"), [str(BIN / "mkg"), "setup"], env)
+    pid, fd = _setup_in_a_terminal({**os.environ, "TERM": "dumb"})
     answers = {
         b"Neo4j URI": "bolt://h:1",
         b"Neo4j password": "topsecretpw",
         b"Diffbot token": "dbt-0123456789",
     }
     output = b""
+    deadline = time.monotonic() + 120
     while True:  # every question ends in ": " (the core's, then the installed plugins')
+        assert time.monotonic() < deadline, output  # questions without end
         said = _read_until(fd, (b": ", b"Run `mkg doctor`"))
         output += said
         if b"Run `mkg doctor`" in said:
@@ -126,7 +125,7 @@ def test_setup_prompts_for_secrets_without_echo(isolated_environment: Path) -> N
         question = said.rsplit(b"\n", 1)[-1]
         answer = next((a for q, a in answers.items() if q in question), "")
         os.write(fd, answer.encode() + b"\r")
-    os.waitpid(pid, 0)
+    _reap(pid)
     assert b"topsecretpw" not in output and b"dbt-0123456789" not in output
     values = parse_env_file(isolated_environment / ".config" / "meta-knowledge-graph" / ".env")
     assert (values["NEO4J_URI"], values["NEO4J_PASSWORD"]) == ("bolt://h:1", "topsecretpw")
@@ -134,9 +133,33 @@ def test_setup_prompts_for_secrets_without_echo(isolated_environment: Path) -> N
         assert values["DIFFBOT_TOKEN"] == "dbt-0123456789"
 
 
+def _setup_in_a_terminal(env: dict[str, str]) -> tuple[int, int]:
+    """`mkg setup` in a new pseudo-terminal: its pid and the terminal's descriptor."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # child: never back into pytest, even when the exec fails
+        try:
+            os.execve(str(BIN / "mkg"), [str(BIN / "mkg"), "setup"], env)
+        finally:
+            os._exit(127)
+    return pid, fd
+
+
+def _reap(pid: int, limit: float = 120.0) -> None:
+    """Wait for the child to end; past ``limit`` seconds it is killed and the test fails."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail(f"`mkg setup` had not ended after {limit:.0f} s: killed")
+
+
 def _read_until(fd: int, markers: tuple[bytes, ...], limit: float = 20.0) -> bytes:
     import select
-    import time
 
     data = b""
     deadline = time.monotonic() + limit
@@ -239,7 +262,9 @@ def test_a_neo4j_that_is_down_is_one_line_at_once(isolated_environment: Path) ->
         # Before, each query's retries were waited out and logged first (16-35 s in all).
         assert "will be retried" not in result.stderr, (command, result.stderr)
         assert result.stderr.startswith("Error: Neo4j is not reachable") and result.stderr.count("\n") == 1
-    off = subprocess.run([str(BIN / "mkg"), "backfill-embeddings"], env=env, capture_output=True, text=True)
+    off = subprocess.run(
+        [str(BIN / "mkg"), "backfill-embeddings"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert off.returncode == 1 and off.stderr == (  # EMBEDDING_MODEL=none here: it says so
         "Error: embeddings are off (EMBEDDING_MODEL=none): set EMBEDDING_MODEL to a model, or to `local`\n"
     )
@@ -254,12 +279,7 @@ def test_setup_refuses_a_uri_the_driver_cannot_use(isolated_environment: Path, h
 
 
 def test_setup_asks_again_for_a_uri_the_driver_cannot_use(isolated_environment: Path) -> None:
-    import pty
-
-    env = {**os.environ, "TERM": "dumb", "MKG_LOAD_PLUGINS": ""}
-    pid, fd = pty.fork()
-    if pid == 0:  # child
-        os.execve(str(BIN / "mkg"), [str(BIN / "mkg"), "setup"], env)
+    pid, fd = _setup_in_a_terminal({**os.environ, "TERM": "dumb", "MKG_LOAD_PLUGINS": ""})
     output = _read_until(fd, (b"Neo4j URI",))
     os.write(fd, b"localhost:7687\r")
     output += _read_until(fd, (b"is not a Neo4j URI",))
@@ -267,7 +287,7 @@ def test_setup_asks_again_for_a_uri_the_driver_cannot_use(isolated_environment: 
     output += _read_until(fd, (b"Neo4j user",))
     assert output.count(b"Neo4j URI [bolt://localhost:7687]") == 2, output  # asked again
     os.write(fd, b"\x03")  # Ctrl-C: nothing is written
-    os.waitpid(pid, 0)
+    _reap(pid)
     assert not (isolated_environment / ".config" / "meta-knowledge-graph" / ".env").exists()
 
 

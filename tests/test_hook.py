@@ -42,7 +42,9 @@ def test_hook_fast_path_imports_only_the_standard_library() -> None:
         "import sys; before = set(sys.modules); import mkg_core.hook; "
         "print('\\n'.join(sorted(set(sys.modules) - before)))"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     loaded = {name.split(".")[0] for name in result.stdout.split()}
     stdlib = set(sys.stdlib_module_names) | {"mkg_core"}
     assert loaded <= stdlib, loaded - stdlib
@@ -88,7 +90,9 @@ def test_a_deadline_counts_from_the_process_start() -> None:
         "import time; time.sleep(0.5); from mkg_core.hook import process_started; "
         "print(time.monotonic() - process_started())"
     )
-    waited = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
+    waited = float(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    )
     assert 0.5 <= waited < 60
 
 
@@ -258,28 +262,32 @@ def test_full_disk_exits_zero_and_says_why(capture: CaptureRig) -> None:
         if os.path.exists(capture.paths.spool + s)
     )
 
-    def limit_file_size() -> None:  # the disk is "full" at the current size
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-
     big = {**_payload(CLAUDE, "PostToolUse"), "tool_response": "w" * 200_000}
-    result = subprocess.run(
+    proc = subprocess.Popen(
         [str(BIN_DIR / "mkg-hook"), "--client", "claude", "PostToolUse"],
-        input=json.dumps(big).encode(),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env=capture.env,
-        preexec_fn=limit_file_size,
-        timeout=60,
-        check=False,
     )
-    assert result.returncode == 0
-    [line] = result.stderr.decode().splitlines()
+    # The disk is "full" at the current size. Set on the hook before it is sent its payload (it writes
+    # nothing before reading it): a preexec_fn may deadlock in a process with threads.
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (size, size))
+    try:
+        _, stderr = proc.communicate(json.dumps(big).encode(), timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    [line] = stderr.decode().splitlines()
     assert "not recorded" in line
     assert len(_rows(capture)) == 1  # the earlier event is intact
 
 
 def test_help_and_unknown_options(capture: CaptureRig) -> None:
     result = subprocess.run(
-        [str(BIN_DIR / "mkg-hook"), "--help"], capture_output=True, text=True, check=False
+        [str(BIN_DIR / "mkg-hook"), "--help"], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0 and "usage: mkg-hook" in result.stdout
     result = capture.hook("claude", "--bogus", _payload(CLAUDE, "Stop"))

@@ -12,7 +12,7 @@ from mkg_core.identity import normalize_remote_url, resolve_project, resolve_use
 
 
 def git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
 def make_repo(path: Path, remote: str | None = None) -> Path:

@@ -78,7 +78,7 @@ def test_a_running_holder_renews_its_lease(graph: Graph) -> None:
 def test_workers_asking_at_the_same_moment_get_it_once(graph: Graph) -> None:
     graph.write("CREATE CONSTRAINT job_lease_key IF NOT EXISTS FOR (l:JobLease) REQUIRE l.key IS UNIQUE")
     winners: list[str] = []
-    start = threading.Barrier(8)
+    start = threading.Barrier(8, timeout=60)
 
     def ask(owner: str) -> None:
         start.wait()
@@ -88,11 +88,12 @@ def test_workers_asking_at_the_same_moment_get_it_once(graph: Graph) -> None:
             return
         winners.append(owner)
 
-    threads = [threading.Thread(target=ask, args=(f"worker-{n}",)) for n in range(8)]
+    threads = [threading.Thread(target=ask, args=(f"worker-{n}",), daemon=True) for n in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(timeout=120)
+        assert not thread.is_alive(), f"{thread.name} still asking after 120 s"
     assert len(winners) == 1
     assert graph.read("MATCH (l:JobLease {key: 'race'}) RETURN l.owner AS o") == [{"o": winners[0]}]
 

@@ -4,6 +4,7 @@ Claude Code session whose prompt gets a recalled learning."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -109,5 +110,6 @@ def test_wheels_install_setup_local_doctor_demo_and_a_claude_session(tmp_path: P
             assert any(RECALLED in body for body in bodies), "the recalled learning did not reach the model"
             assert any("RoadFlex account intelligence" in body for body in bodies)  # the project's persona
     finally:
-        subprocess.run([mkg, "worker", "stop"], env=env, capture_output=True, check=False)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run([mkg, "worker", "stop"], env=env, capture_output=True, timeout=60, check=False)
         local.stop()

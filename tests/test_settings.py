@@ -259,7 +259,7 @@ def test_a_projects_own_env_never_redirects_memory(tmp_path: Path) -> None:
 
     def mkg(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(BIN_DIR / "mkg"), *args], env=env, cwd=repo, capture_output=True, text=True
+            [str(BIN_DIR / "mkg"), *args], env=env, cwd=repo, capture_output=True, text=True, timeout=120
         )
 
     shown = json.loads(mkg("config", "--json").stdout)
@@ -295,7 +295,7 @@ def test_a_projects_mkg_env_is_read_only_once_trusted_as_it_is(tmp_path: Path) -
 
     def mkg(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(BIN_DIR / "mkg"), *args], env=env, cwd=repo, capture_output=True, text=True
+            [str(BIN_DIR / "mkg"), *args], env=env, cwd=repo, capture_output=True, text=True, timeout=120
         )
 
     settings = load_settings(environ=env, project_root=repo)

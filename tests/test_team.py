@@ -136,11 +136,12 @@ def test_three_workers_six_sessions_one_project(team: dict[str, CaptureRig], gra
         with lock:
             sessions[session] = (team[user], events)
 
-    threads = [threading.Thread(target=drive, args=(user, n)) for user in FACTS for n in (1, 2)]
+    threads = [threading.Thread(target=drive, args=(user, n), daemon=True) for user in FACTS for n in (1, 2)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(timeout=900)  # 7 hooks of at most 120 s each
+        assert not thread.is_alive(), f"{thread.name} still running its session after 900 s"
     assert len(sessions) == 6
 
     deadline = time.monotonic() + 300

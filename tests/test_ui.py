@@ -35,6 +35,7 @@ from ui_seed import (
     project_node,
     seed_memory,
     seed_session,
+    start_ui,
 )
 
 from mkg_core import system_prompt
@@ -532,12 +533,13 @@ def test_the_live_stream_sends_new_events_and_ends_when_the_viewer_stops(
     stream = re.search(r'data-live="([^"]+)"', page).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
 
     def later() -> None:
-        time.sleep(0.8)
-        event(
-            viewer.graph, "UserPromptSubmit", "ui-session-1", project=PROJECT, prompt="Arrived while watching"
-        )
-        time.sleep(1.0)
-        viewer.stopping.set()
+        try:
+            time.sleep(0.8)
+            prompt = "Arrived while watching"
+            event(viewer.graph, "UserPromptSubmit", "ui-session-1", project=PROJECT, prompt=prompt)
+            time.sleep(1.0)
+        finally:  # the stream ends even when the event could not be written
+            viewer.stopping.set()
 
     threading.Thread(target=later, daemon=True).start()
     received: list[str] = []
@@ -596,19 +598,10 @@ def test_mkg_ui_prints_a_tokened_address_and_stops_cleanly_with_a_stream_open(
 ) -> None:
     seed_memory(graph, PROJECT)
     env = {**os.environ, **neo4j_server.settings_env(), "MKG_USER_ID": USER, "MKG_PROJECT_ID": PROJECT}
-    proc = subprocess.Popen(
-        [str(BIN_DIR / "mkg"), "ui", "--no-browser"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, line = start_ui(env, tmp_path)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
         match = re.search(r"(http://127\.0\.0\.1:(\d+)/\?token=[\w-]+)", line)
-        assert match, line + (proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        assert match, line + ((tmp_path / "mkg-ui.stderr").read_text() if proc.poll() is not None else "")
         url, port = match.group(1), int(match.group(2))
         assert f"for {USER}" in line
 

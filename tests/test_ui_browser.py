@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ui_seed import HANDLER, HOSTILE, SCRIPT, USER, learn, set_status
+from ui_seed import HANDLER, HOSTILE, SCRIPT, USER, learn, set_status, start_ui
 
 from mkg_core import runtime, system_prompt
 from mkg_core.graph import Graph
@@ -115,18 +115,9 @@ def world(neo4j_server: Neo4jServer, tmp_path_factory: pytest.TempPathFactory) -
         rig.start_worker()
         sessions = rig.replay("claude", SESSIONS, home)
         rig.wait_drained()
-        proc = subprocess.Popen(
-            [str(BIN_DIR / "mkg"), "ui", "--no-browser"],
-            env=env,
-            cwd=home,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+        proc, line = start_ui(env, home)
         found = re.search(r"(http://127\.0\.0\.1:\d+)(/\?token=[\w-]+)", line)
-        assert found, line
+        assert found, line + (home / "mkg-ui.stderr").read_text()[-3000:]
         yield World(graph, rig, found.group(1) + found.group(2), found.group(1), ids, sessions, proc)
     finally:
         if proc is not None:

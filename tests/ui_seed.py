@@ -6,15 +6,22 @@ learnings by the extraction's (``write_learnings``) and prompts by ``system_prom
 from __future__ import annotations
 
 import itertools
+import subprocess
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mkg_core import system_prompt
 from mkg_core.events import HookEvent
 from mkg_core.graph import Graph
 from mkg_core.identity import ProjectRef, UserRef
 from mkg_core.learnings import LearningWrite, learning_id, namespace, write_learnings
+from mkg_core.lines import LineReader
 from mkg_core.sessions import CapturedEvent, record_event
+from mkg_core.testing import BIN_DIR
 
 USER = "ana@example.com"
 OTHER_USER = "bo@example.com"
@@ -220,3 +227,29 @@ def seed_session(graph: Graph, project: str, session: str = "ui-session-1") -> s
         graph, "Stop", session, project=project, minutes_ago=5, last_assistant_message="Staging is deployed."
     )
     return prompt
+
+
+def start_ui(env: dict[str, str], cwd: Path, limit: float = 60) -> tuple[subprocess.Popen[str], str]:
+    """``mkg ui --no-browser`` in ``cwd``, and the first line it prints (its address). Its stderr goes
+    to ``cwd/mkg-ui.stderr`` (a pipe nobody reads could fill up and stop it); printing nothing in
+    ``limit`` seconds kills it and fails the test."""
+    log = cwd / "mkg-ui.stderr"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [str(BIN_DIR / "mkg"), "ui", "--no-browser"],
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    assert proc.stdout is not None
+    try:
+        line = LineReader(proc.stdout).readline(time.monotonic() + limit)
+    except EOFError:  # it exited: the caller's check shows why
+        line = b""
+    if line is None:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"`mkg ui` printed nothing in {limit:.0f} s:\n{log.read_text()[-3000:]}")
+    return proc, line.decode()

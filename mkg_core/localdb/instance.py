@@ -397,7 +397,8 @@ class LocalNeo4j:
                     os.kill(pid, signal.SIGKILL)
                 break
             time.sleep(0.1)
-        while self._alive(pid):
+        deadline = time.monotonic() + 30  # a process stuck in the kernel may take a moment to go
+        while self._alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
         return True

@@ -154,5 +154,8 @@ def test_claude_code_with_mkg_installed_remembers_across_sessions(
             timeout=300,
         )
         assert removed.returncode == 0, removed.stdout + removed.stderr
-        listed = subprocess.run([str(claude_bin), "plugin", "list"], env=env, capture_output=True, text=True)
+        listed = subprocess.run(
+            [str(claude_bin), "plugin", "list"],
+            env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
         assert "meta-knowledge-graph@mkg" not in listed.stdout

@@ -88,8 +88,9 @@ def test_gemini_cli_with_mkg_installed_remembers_across_sessions(
         )  # fmt: skip
         assert installed.returncode == 0, installed.stdout + installed.stderr
         listed = subprocess.run(
-            [str(gemini_bin), "extensions", "list"], env=env, capture_output=True, text=True
-        )
+            [str(gemini_bin), "extensions", "list"],
+            env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
         assert "meta-knowledge-graph" in listed.stdout + listed.stderr
 
         capture.env = env

@@ -62,7 +62,9 @@ def test_the_preview_needs_no_database_and_no_mkg() -> None:
         f"import sys; sys.path.insert(0, {str(HERE)!r}); import mkg_sales_agent.dataset; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mkg_core', 'neo4j', 'rich')))"
     )
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
     assert loaded.stdout.strip() == "[]"
 
 

@@ -63,7 +63,11 @@ def endpoint(tmp_path: Path) -> Iterator[Endpoint]:
         yield Endpoint(f"http://127.0.0.1:{port}", log)
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
         if proc.stderr:
             proc.stderr.close()
 

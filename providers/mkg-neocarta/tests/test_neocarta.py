@@ -198,6 +198,7 @@ def test_the_catalog_tools_against_a_loaded_catalog(
         env=env,
         capture_output=True,
         text=True,
+        timeout=300,
     )
     assert again.returncode == 0, again.stderr
     assert "cataloguing the CSV files" in again.stderr and json.loads(again.stdout)
@@ -206,6 +207,7 @@ def test_the_catalog_tools_against_a_loaded_catalog(
         env=env,
         capture_output=True,
         text=True,
+        timeout=300,
     )
     assert elsewhere.returncode == 1 and "nosuchdb" in elsewhere.stderr, elsewhere.stderr
     assert graph.read("MATCH (c:Column) RETURN count(c) AS n") == [{"n": 9}]
