@@ -65,8 +65,9 @@ prefetch: venv
 	pip_tool(TESTED_SPEC, TESTED_FOLDER); npm.join()"
 
 # Parallel test workers (pytest-xdist), each with its own throw-away Neo4j; 0 runs them in one process.
+# Files are handed out in the order collected (the slowest first: mkg_core.testing), not by their size.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: venv
 	$(MAKE) --no-print-directory -j2 neo4j lint type prefetch browser
