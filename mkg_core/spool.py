@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 #: Rows the worker has stored are kept this long (for ``mkg status``), then pruned.
 DONE_RETENTION_SECONDS = 24 * 3600
+#: What names an event in the spool, besides its record (the overflow journal's entries too).
+ROW_FIELDS = ("event_id", "client", "event", "session_id", "received_at")
 
 #: Environment variables of the hook's process that decide identity; the worker sees them: MKG's
 #: own, and whatever a harness names its project, workspace, plugin and configuration folders.
@@ -470,7 +472,7 @@ def import_overflow(spool: Spool, root: str) -> int:
         try:
             with open(path, encoding="utf-8") as handle:
                 entry = json.load(handle)
-            fields = {key: entry[key] for key in ("event_id", "client", "event", "session_id", "received_at")}
+            fields = {key: entry[key] for key in ROW_FIELDS}
             record = entry["record"]
         except (OSError, ValueError, KeyError, TypeError):
             with contextlib.suppress(OSError):
@@ -571,14 +573,7 @@ def salvage(aside: str, spool: Spool) -> int | None:
                 continue
             if not isinstance(record, dict):
                 continue
-            _, new = spool.append(
-                event_id=row[0],
-                client=row[1],
-                event=row[2],
-                session_id=row[3],
-                received_at=row[4],
-                record=record,
-            )
+            _, new = spool.append(record=record, **dict(zip(ROW_FIELDS, row[:5], strict=True)))
             copied += new
     finally:
         db.close()
@@ -599,8 +594,8 @@ def _readable_rows(db: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
     while failed < DAMAGED_SPAN:
         try:
             row = db.execute(
-                "SELECT event_id, client, event, session_id, received_at, record, state, seq"
-                " FROM events WHERE seq > ? ORDER BY seq LIMIT 1",
+                f"SELECT {', '.join(ROW_FIELDS)}, record, state, seq FROM events"
+                " WHERE seq > ? ORDER BY seq LIMIT 1",
                 (seq,),
             ).fetchone()
         except sqlite3.Error:
