@@ -146,10 +146,18 @@ def _setup_in_a_terminal(env: dict[str, str]) -> tuple[int, int]:
     return pid, fd
 
 
-def _reap(pid: int, limit: float = 120.0) -> None:
-    """Wait for the child to end; past ``limit`` seconds it is killed and the test fails."""
+def _reap(pid: int, limit: float = 120.0, *, interrupt: int | None = None) -> None:
+    """Wait for the child to end; past ``limit`` seconds it is killed and the test fails.
+
+    With ``interrupt`` (the terminal), Ctrl-C is typed every second until it ends, as a person
+    would: a Ctrl-C typed in the instant between a prompt appearing and Python reading it is lost
+    (the interpreter sees the signal before it starts waiting for input, and waits on)."""
     deadline = time.monotonic() + limit
+    typed = 0.0
     while time.monotonic() < deadline:
+        if interrupt is not None and time.monotonic() - typed >= 1.0:
+            os.write(interrupt, b"\x03")
+            typed = time.monotonic()
         if os.waitpid(pid, os.WNOHANG)[0]:
             return
         time.sleep(0.1)
@@ -286,8 +294,7 @@ def test_setup_asks_again_for_a_uri_the_driver_cannot_use(isolated_environment: 
     os.write(fd, b"bolt://localhost:7687\r")
     output += _read_until(fd, (b"Neo4j user",))
     assert output.count(b"Neo4j URI [bolt://localhost:7687]") == 2, output  # asked again
-    os.write(fd, b"\x03")  # Ctrl-C: nothing is written
-    _reap(pid)
+    _reap(pid, interrupt=fd)  # Ctrl-C: nothing is written
     assert not (isolated_environment / ".config" / "meta-knowledge-graph" / ".env").exists()
 
 
