@@ -166,7 +166,7 @@ def _reap(pid: int, limit: float = 120.0, *, interrupt: int | None = None) -> No
     pytest.fail(f"`mkg setup` had not ended after {limit:.0f} s: killed")
 
 
-def _read_until(fd: int, markers: tuple[bytes, ...], limit: float = 20.0) -> bytes:
+def _read_until(fd: int, markers: tuple[bytes, ...], limit: float = 60.0) -> bytes:
     import select
 
     data = b""
