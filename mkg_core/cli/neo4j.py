@@ -6,10 +6,9 @@ import os
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from ..localdb import Credentials, LocalNeo4j
-from . import guarded, print_json
+from . import download_bar, guarded, print_json
 
 PORT = click.option(
     "--port", type=click.IntRange(1, 65535), help="Bolt port on 127.0.0.1 (default 7687, else a free one)."
@@ -25,16 +24,8 @@ def install_with_progress(db: LocalNeo4j, console: Console | None = None) -> Non
     if db.installed():
         return
     console = console or Console(stderr=True)
-    with Progress(
-        TextColumn(f"Neo4j {db.lock.neo4j}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=console,
-        transient=not console.is_terminal,
-    ) as progress:
-        task = progress.add_task("download", total=db.lock.size)
-        downloaded = db.install(progress=lambda n: progress.advance(task, n))
+    with download_bar(f"Neo4j {db.lock.neo4j}", db.lock.size, console) as advance:
+        downloaded = db.install(progress=advance)
     console.print(
         f"Neo4j {db.lock.neo4j}: {len(db.lock.artifacts)} jars checked in {db.jars} "
         f"({downloaded / 1e6:.1f} MB downloaded)"

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from .. import envfiles, runtime
-from . import App, pass_app
+from . import App, download_bar, pass_app
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,32 @@ def _local_neo4j(app: App) -> dict[str, str]:
         raise click.ClickException(str(exc)) from None
     click.echo(f"MKG's Neo4j runs at {credentials.uri}, schema applied (`mkg neo4j status`).")
     return {**credentials.settings_env(), "NEO4J_DATABASE": "neo4j", "MKG_LOCAL_NEO4J": "1"}
+
+
+def _local_model(written: dict[str, str]) -> None:
+    """Download the keyless embedder's model now, with a progress bar, when it is the embedder these
+    settings choose (else the worker's first use would)."""
+    from ..errors import MkgError
+    from ..local_embedder import PINNED, LocalEmbedder, fetch_model, model_folder, model_is_fetched
+    from ..settings import load_settings
+
+    try:
+        settings = load_settings(environ={**written, **os.environ})  # as the worker will read them
+    except MkgError:
+        return  # the settings are reported when they are written and used
+    if not LocalEmbedder(settings).is_available() or model_is_fetched(os.environ):
+        return
+    try:
+        with download_bar("all-MiniLM-L6-v2", PINNED.size) as advance:
+            fetch_model(os.environ, progress=advance)
+    except MkgError as exc:  # the rest is set up: the worker tries again when it starts
+        click.echo(
+            f"Warning: {exc}. The worker downloads it when it starts (recall uses fulltext until then); "
+            "`mkg doctor` says when it is there.",
+            err=True,
+        )
+        return
+    click.echo(f"The keyless embedder's model is in {model_folder(os.environ)} (checked).")
 
 
 def _check_value(variable: str, value: str) -> str:
@@ -164,7 +190,8 @@ def setup_command(
     (a Diffbot token with mkg-diffbot, ...), and keeps what the file already holds.
     With --non-interactive, or when standard input is not a terminal, only flags are used.
     With --local, MKG installs and starts its own Neo4j (a download the first time) and writes
-    its address and random password. The file is written with mode 600.
+    its address and random password; it also downloads the keyless embedder's model when no
+    embedding provider is set. The file is written with mode 600.
     """
     questions = QUESTIONS + tuple(
         Question(s.variable, s.question, secret=s.secret, default=s.default, optional=True)
@@ -219,3 +246,5 @@ def setup_command(
     here = envfiles.resolve_env_file(os.environ, envfiles.default_project_root(os.environ, os.getcwd()))
     if here is not None and here.resolve() != path.resolve():  # only one settings file is read
         click.echo(f"Note: here MKG reads {here} instead, so these settings do not apply in this folder.")
+    if local:
+        _local_model(values)

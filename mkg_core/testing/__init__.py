@@ -37,7 +37,15 @@ from .neo4j import (
     scratch_neo4j,
     start_dev_neo4j,
 )
-from .paths import BIN_DIR, REPO_ROOT, TEST_PASSWORD, neo4j_jar_cache
+from .paths import (
+    BIN_DIR,
+    REPO_ROOT,
+    TEST_PASSWORD,
+    model_cache,
+    model_wheel,
+    neo4j_jar_cache,
+    prefetch_model,
+)
 from .tools import (
     NPM_TOOLS,
     check_golden_payload,
@@ -51,6 +59,7 @@ from .tools import (
     npm_tool,
     pip_tool,
     prefetch_npm_tools,
+    serve_file,
     uv,
 )
 
@@ -74,13 +83,17 @@ __all__ = [
     "mcp_call",
     "mcp_server",
     "mcp_session",
+    "model_cache",
+    "model_wheel",
     "neo4j_jar_cache",
     "npm_tool",
     "pip_tool",
+    "prefetch_model",
     "prefetch_npm_tools",
     "quote_name",
     "reset_database",
     "scratch_neo4j",
+    "serve_file",
     "start_dev_neo4j",
     "stop_worker",
     "uv",
@@ -113,6 +126,7 @@ def isolated_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
     """No developer settings leak in: a throw-away HOME and config dir, no MKG/NEO4J/... variables."""
+    models = model_cache()  # read before MKG_MODEL_CACHE is cleared below
     for key in list(os.environ):
         if key.startswith(_LEAKY_PREFIXES):
             monkeypatch.delenv(key)
@@ -124,6 +138,8 @@ def isolated_environment(
     # No embedder unless a test chooses one (the keyless local one is the product's default; the
     # tests that are about embeddings set EMBEDDING_MODEL).
     monkeypatch.setenv("EMBEDDING_MODEL", "none")
+    # The keyless embedder's model as `make prefetch` left it: a test never downloads it.
+    monkeypatch.setenv("MKG_MODEL_CACHE", str(models))
     # A hook run by a test never leaves a background worker behind (the capture rig starts its own);
     # a test that lets one start (an MCP session does) has it stopped here.
     monkeypatch.setenv("MKG_WORKER_AUTOSTART", "0")

@@ -1,14 +1,17 @@
 """Helpers for tests that run real tools: CPU burners, npm and PyPI tools cached in ``.cache``, MCP
-clients, golden payloads."""
+clients, golden payloads, a file served over HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -17,6 +20,40 @@ from typing import Any
 
 from ..harness import HarnessAdapter
 from .paths import BIN_DIR, REPO_ROOT
+
+
+@dataclass
+class ServedFile:
+    url: str
+    #: The paths asked for, in order.
+    requests: list[str]
+
+
+@contextlib.contextmanager
+def serve_file(path: Path) -> Iterator[ServedFile]:
+    """``path``'s folder over HTTP on 127.0.0.1 (as a package index's file host serves a file)."""
+    served = ServedFile("", [])
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def send_head(self) -> Any:
+            served.requests.append(self.path)
+            return super().send_head()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(path.parent))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    served.url = f"http://127.0.0.1:{server.server_address[1]}/{path.name}"
+    try:
+        yield served
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 @contextlib.contextmanager
