@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import neo4j
 
     from .events import HookEvent
+    from .graph import Graph
     from .identity import ProjectRef, UserRef
 
 #: Longest text property stored on a :SessionEvent; longer text ends with a truncation marker.
@@ -88,6 +89,14 @@ MATCH (s:Session {session_id: sid})
 MERGE (p)-[:HAS_SESSION]->(s)
 """
 
+PROJECT_OR_OTHERS = """
+OPTIONAL MATCH (named:Project {id: $id})
+WITH named
+OPTIONAL MATCH (p:Project) WHERE named IS NULL
+WITH named, p ORDER BY coalesce(p.last_activity_at, p.created_at) DESC
+RETURN named IS NOT NULL AS found, [id IN collect(p.id)[..$limit] WHERE id IS NOT NULL] AS others
+"""
+
 LINK_USER = """
 MERGE (u:User {id: $user.id})
   ON CREATE SET u.source = $user.source, u.created_at = $at
@@ -143,6 +152,13 @@ class CapturedEvent:
     @property
     def project_neutral(self) -> bool:
         return self.event.event in PROJECT_NEUTRAL_EVENTS
+
+
+def other_projects(graph: Graph, project_id: str, limit: int = 10) -> list[str] | None:
+    """None when the graph has a project ``project_id``; else the ids of the projects it has, the
+    most recently active first (at most ``limit``)."""
+    (row,) = graph.read(PROJECT_OR_OTHERS, {"id": project_id, "limit": limit})
+    return None if row["found"] else list(row["others"])
 
 
 def clip(text: str | None, limit: int = EVENT_TEXT_LIMIT) -> str | None:

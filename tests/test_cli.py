@@ -18,8 +18,10 @@ from click.testing import CliRunner
 from mkg_core import envfiles
 from mkg_core.cli import build_cli
 from mkg_core.envfiles import parse_env_file
+from mkg_core.graph import Graph
+from mkg_core.host import PluginHost
 from mkg_core.settings import load_settings
-from mkg_core.testing import drop_schema, free_port
+from mkg_core.testing import Neo4jServer, drop_schema, free_port
 
 BIN = Path(sys.executable).parent
 
@@ -276,6 +278,28 @@ def test_a_neo4j_that_is_down_is_one_line_at_once(isolated_environment: Path) ->
     assert off.returncode == 1 and off.stderr == (  # EMBEDDING_MODEL=none here: it says so
         "Error: embeddings are off (EMBEDDING_MODEL=none): set EMBEDDING_MODEL to a model, or to `local`\n"
     )
+
+
+def test_a_project_the_graph_does_not_have_is_named_with_the_ones_it_has(
+    graph: Graph, neo4j_server: Neo4jServer, monkeypatch: pytest.MonkeyPatch, host: PluginHost
+) -> None:
+    """A mistyped `--project` read as an empty answer ("nothing waits"); now the command says the
+    graph has no such project and which it has, on stderr, so `--json` stays JSON."""
+    for key, value in {**neo4j_server.settings_env(), "MKG_USER_ID": "ana@example.com"}.items():
+        monkeypatch.setenv(key, value)
+    graph.write("UNWIND ['billing', 'web'] AS id CREATE (:Project {id: id, created_at: datetime()})")
+    cli = build_cli(host)
+    for command in (["review", "--json"], ["prompt", "show"], ["entities", "list", "--json"]):
+        typo = CliRunner().invoke(cli, [*command, "--project", "biling"])
+        assert typo.exit_code == 0, typo.output
+        assert "Note: the graph has no project 'biling' (projects it has: " in typo.stderr, command
+        assert "billing" in typo.stderr and "web" in typo.stderr
+        known = CliRunner().invoke(cli, [*command, "--project", "billing"])
+        assert known.exit_code == 0 and known.stderr == "", (command, known.stderr)
+    listed = CliRunner().invoke(cli, ["review", "--json", "--project", "biling"])
+    assert json.loads(listed.stdout)["items"] == []
+    here = CliRunner().invoke(cli, ["review", "--json"])  # the current folder's project: no note
+    assert here.exit_code == 0 and here.stderr == "", here.stderr
 
 
 @pytest.mark.parametrize("uri", ["notauri", "http://localhost:7474", "bolt://localhost:notaport"])

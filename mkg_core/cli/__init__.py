@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ..graph import Graph
 
-__all__ = ["App", "download_bar", "fail", "guarded", "pass_app", "print_json"]
+__all__ = ["App", "download_bar", "fail", "guarded", "note_unknown_project", "pass_app", "print_json"]
 
 
 class MkgGroup(click.Group):
@@ -158,6 +158,20 @@ def download_bar(label: str, total: int, console: Console | None = None) -> Iter
     ) as progress:
         task = progress.add_task("download", total=total)
         yield lambda n: progress.advance(task, n)
+
+
+def note_unknown_project(graph: Graph, project_id: str | None) -> None:
+    """When ``--project`` names a project the graph does not have, say so on stderr, with the ones it
+    has (a typo would otherwise read as an empty answer)."""
+    from ..sessions import other_projects
+
+    if not project_id:
+        return
+    others = other_projects(graph, project_id)
+    if others is None:
+        return
+    known = f"projects it has: {', '.join(others)}" if others else "it has no project yet"
+    click.echo(f"Note: the graph has no project {project_id!r} ({known}).", err=True)
 
 
 def print_json(data: Any) -> None:

@@ -7,7 +7,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ..identity import resolve_project
 from ..schema import apply_schema
-from . import App, connect, fail, guarded, pass_app
+from . import App, connect, fail, guarded, note_unknown_project, pass_app
 
 
 @click.command("enrich")
@@ -37,6 +37,7 @@ def enrich_command(
             scope = resolve_project().id
         languages = {key: tool.language for key, tool in app.host.query_tools(settings).items()}
         with connect(settings) as graph:
+            note_unknown_project(graph, project_id)
             apply_schema(graph, app.host.schema_statements(settings), wait_seconds=60)
             from ..enrichment import enrich, sessions_to_enrich
 

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ..identity import ProjectRef, resolve_project, resolve_user
 from ..schema import apply_schema
-from . import App, connect, fail, guarded, pass_app, print_json
+from . import App, connect, fail, guarded, note_unknown_project, pass_app, print_json
 
 _PROJECT = click.option(
     "--project", "project_id", metavar="ID", help="Project id (default: the current one)."
@@ -41,6 +41,7 @@ def list_command(app: App, project_id: str | None, limit: int, as_json: bool) ->
         project = _project(project_id)
         user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
         with connect(app.settings()) as graph:
+            note_unknown_project(graph, project.id if project_id else None)
             rows = top_entities(graph, project.id, user.id, limit=limit)
         if as_json:
             print_json(rows)
@@ -67,6 +68,7 @@ def show_command(app: App, name: str, project_id: str | None, as_json: bool) -> 
         project = _project(project_id)
         user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
         with connect(app.settings()) as graph:
+            note_unknown_project(graph, project.id if project_id else None)
             found = neighbourhood(graph, name, project_id=project.id, user_id=user.id)
         if found is None:
             fail(f"no entity {name!r} in project {project.id} or your own memory")
@@ -111,6 +113,7 @@ def link_command(app: App, project_id: str | None, everything: bool) -> None:
         settings = app.settings()
         scope = None if everything else _project(project_id).id
         with connect(settings) as graph:
+            note_unknown_project(graph, scope if project_id else None)
             apply_schema(graph, app.host.schema_statements(settings), wait_seconds=60)
             total = unlinked(graph, scope)
             columns = (TextColumn("linking memory"), BarColumn(), MofNCompleteColumn())
@@ -143,6 +146,7 @@ def merges_command(app: App, project_id: str | None, include_undone: bool, as_js
         project = _project(project_id)
         user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
         with connect(app.settings()) as graph:
+            note_unknown_project(graph, project.id if project_id else None)
             rows: list[dict[str, Any]] = merges(
                 graph, namespaces_of(project.id, user.id), include_undone=include_undone
             )
@@ -174,6 +178,7 @@ def unmerge_command(app: App, merge_id: str, project_id: str | None) -> None:
         project = _project(project_id)
         user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
         with connect(app.settings()) as graph:
+            note_unknown_project(graph, project.id if project_id else None)
             done = unmerge(graph, merge_id, namespaces_of(project.id, user.id))
         moved = len(done["learnings"]) + len(done["observations"])
         click.echo(f"Undone: {done['entity']} is its own entity again, with {moved} memory link(s).")

@@ -15,7 +15,7 @@ from ..graph import Graph
 from ..identity import resolve_project, resolve_user
 from ..review import resolve, review_queue
 from ..schema import rebuild_vector_indexes
-from . import App, connect, fail, guarded, pass_app, print_json
+from . import App, connect, fail, guarded, note_unknown_project, pass_app, print_json
 
 KEYS = {
     "a": "approve",
@@ -52,6 +52,7 @@ def review_command(app: App, as_json: bool, project_id: str | None, limit: int) 
         project = resolve_project(environ=env) if env else resolve_project()
         user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
         with connect(settings) as graph:
+            note_unknown_project(graph, project.id if project_id else None)
             queue = review_queue(graph, project_id=project.id, user_id=user.id, limit=limit)
             if as_json:
                 print_json(queue)
@@ -233,6 +234,7 @@ def _prompt_scope(
     env = {"MKG_PROJECT_ID": project_id} if project_id else None
     project = resolve_project(environ=env) if env else resolve_project()
     user = resolve_user(project_root=project.root, adapters=app.host.harness_list())
+    note_unknown_project(graph, project.id if project_id else None)
     system_prompt.adopt_legacy(graph, user.id)
     if kind == "user":
         return system_prompt.Scope.user(user.id), project.id, user.id
