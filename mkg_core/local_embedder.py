@@ -25,7 +25,6 @@ on one CPU thread of a slow 2-vCPU machine; ``MKG_EMBED_THREADS`` (default 1) gi
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import logging
 import os
@@ -170,11 +169,9 @@ def _only_one_fetch(folder: Path) -> Iterator[None]:
 
 
 def _check(path: Path, sha256: str) -> None:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1024 * 1024):
-            digest.update(chunk)
-    found = digest.hexdigest()
+    from .localdb.artifacts import sha256_of
+
+    found = sha256_of(path)
     if found != sha256:
         path.unlink(missing_ok=True)
         raise LocalModelError(

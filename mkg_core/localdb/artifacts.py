@@ -112,7 +112,7 @@ def fetch_all(
     needed = missing(lock, folder)
     present = [a for a in lock.artifacts if a not in needed]
     for artifact in present:  # a file of the right size may still be damaged
-        if _sha256(folder / artifact.filename) != artifact.sha256:
+        if sha256_of(folder / artifact.filename) != artifact.sha256:
             (folder / artifact.filename).unlink()
             needed.append(artifact)
         elif progress:
@@ -157,7 +157,7 @@ def fetch(artifact: Artifact, folder: Path, base: str, progress: Callable[[int],
                     "where it stopped"
                 ) from exc
             continue
-        if _sha256(part) == artifact.sha256:
+        if sha256_of(part) == artifact.sha256:
             os.replace(part, target)
             return read
         part.unlink()  # wrong content: never kept, never resumed from
@@ -190,7 +190,8 @@ def _download(url: str, part: Path, have: int, size: int, progress: Callable[[in
     return read
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of a file, read a chunk at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(CHUNK):
